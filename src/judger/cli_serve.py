@@ -1,0 +1,13 @@
+"""`judger serve`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of `judger serve`; must stay cheap (no heavy imports here)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    raise SystemExit("judger serve: not implemented yet")

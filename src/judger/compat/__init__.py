@@ -1,0 +1,1 @@
+"""Compatibility with other frameworks' reward conventions (verl)."""

@@ -1,0 +1,143 @@
+"""What a ``reward_handler`` can be, and how each kind is called.
+
+A handler is a sync function, an async function, an ``"package.module:function"`` import string,
+or an ``http(s)://`` URL. Functions take ``(response, label, extra_info)``; verl-style
+``compute_score(data_source, solution_str, ground_truth, extra_info, **kw)`` functions are
+recognised by their parameter names and called with verl's arguments. A *batch* handler takes the
+same arguments as lists and returns a list.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+HandlerKind = Literal["sync", "async", "url"]
+Signature = Literal["judger", "verl"]
+
+BATCH_ATTR = "__judger_batch__"
+
+
+def batch_handler(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare ``fn`` batch-capable: it takes lists and returns a list of the same length."""
+    setattr(fn, BATCH_ATTR, True)
+    return fn
+
+
+def is_url(handler: object) -> bool:
+    return isinstance(handler, str) and handler.startswith(("http://", "https://"))
+
+
+def import_object(spec: str) -> Any:
+    """Import ``"package.module:attr"`` (or ``"package.module.attr"``), with a clear error."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        module_name, _, attr = spec.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"import string {spec!r} must look like 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (from {spec!r})") from None
+    return obj
+
+
+def _unwrap(fn: Any) -> Any:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _is_async(fn: Any) -> bool:
+    target = _unwrap(fn)
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+def _signature_style(fn: Callable[..., Any]) -> tuple[Signature, bool]:
+    """Which calling convention ``fn`` speaks, and whether its parameter names say "batch"."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return "judger", False
+    if "solution_strs" in params:
+        return "verl", True
+    if "solution_str" in params:
+        return "verl", False
+    if "responses" in params:
+        return "judger", True
+    return "judger", False
+
+
+@dataclass(slots=True)
+class RewardHandler:
+    """A resolved handler: the callable (or URL) plus how to call it."""
+
+    target: Callable[..., Any] | str
+    kind: HandlerKind
+    batched: bool = False
+    signature: Signature = "judger"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    spec: str | None = None  # the import string it came from, if any
+
+    def describe(self) -> str:
+        if isinstance(self.target, str):
+            return self.target
+        return self.spec or getattr(self.target, "__qualname__", repr(self.target))
+
+    def call_args(self, response: Any, label: Any, data_source: Any, extra_info: dict[str, Any]) -> tuple:
+        if self.signature == "verl":
+            return (data_source, response, label, extra_info)
+        return (response, label, extra_info)
+
+    def call(self, *args: Any) -> Any:
+        assert not isinstance(self.target, str)
+        return self.target(*args, **self.kwargs)
+
+
+def resolve_handler(
+    handler: Callable[..., Any] | str,
+    *,
+    batched: bool | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> RewardHandler:
+    """Classify ``handler``. ``batched=None`` means: decide from the function itself."""
+    if handler is None:
+        raise ValueError(
+            "reward_handler is None: pass a function, an async function, a 'package.module:function' "
+            "import string or an http(s):// URL"
+        )
+    spec = None
+    if is_url(handler):
+        if batched:
+            raise ValueError("a URL reward_handler speaks the one-sample protocol; batched=True is not supported")
+        return RewardHandler(target=handler, kind="url")
+    if isinstance(handler, str):
+        spec = handler
+        handler = import_object(handler)
+    if not callable(handler):
+        raise TypeError(
+            f"reward_handler must be callable, an import string or a URL; got {type(handler).__name__}"
+        )
+    signature, named_batch = _signature_style(handler)
+    declared = getattr(_unwrap(handler), BATCH_ATTR, None)
+    is_batched = batched if batched is not None else bool(declared or named_batch)
+    return RewardHandler(
+        target=handler,
+        kind="async" if _is_async(handler) else "sync",
+        batched=is_batched,
+        signature=signature,
+        kwargs=dict(kwargs or {}),
+        spec=spec,
+    )

@@ -1,0 +1,96 @@
+"""The unit of work: one rollout, as the trainer hands it to a judger."""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Status(str, Enum):
+    """Lifecycle of a rollout. Values match XTuner's strings so states round-trip through JSON."""
+
+    INIT = "init"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    EXPIRED = "expired"
+    FAILED = "failed"
+    FILTERED = "filtered"
+    ARCHIVED = "archived"
+
+    @classmethod
+    def from_finish_reason(cls, finish_reason: str | None) -> Status:
+        """Map an inference engine's finish reason to a status, as XTuner does."""
+        if finish_reason in ("stop", "length", "tool_calls"):
+            return cls.COMPLETED
+        if finish_reason == "abort":
+            return cls.ABORTED
+        return cls.FAILED
+
+
+class RolloutState(BaseModel):
+    """One rollout: the prompt, what the model generated, and (after judging) its reward.
+
+    A judger reads ``response`` and ``reward_model["ground_truth"]`` (and whatever a custom
+    :class:`~judger.Judger` picks in ``preprocess``) and writes ``reward``, a dict holding a numeric
+    ``score``. When judging fails, ``status`` becomes ``FAILED`` and ``error_msg`` says why.
+
+    Per-sample data that has no field of its own belongs in ``extra_fields``; the verl row's
+    ``extra_info`` lives at ``extra_fields["extra_info"]`` and is passed to reward handlers.
+    """
+
+    # validate_assignment stays off: judgers write ``reward`` once per sample and re-validating the
+    # whole model on every write would dominate the cost of judging trivial rewards.
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, use_enum_values=False)
+
+    message: list[dict[str, Any]] = Field(default_factory=list)
+    prompt_ids: list[int] | None = None
+    num_tokens: int | None = None
+    data_source: dict[str, Any] | str | None = None
+    reward_model: dict[str, Any] | None = None
+    group_id: int | str | None = None
+    session_id: int | str | None = None
+    rollout_id: int | str | None = None
+    task_name: str | None = None
+    tokens: list[int] | None = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    sample_params: Any = None
+    response: str | None = None
+    tool_calls: list[Any] | None = None
+    response_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    response_mask: list[int] | None = None
+    seq_staleness: int = 0
+    input_ids: list[int] | None = None
+    labels: list[int] | None = None
+    reward: dict[str, Any] | None = None
+    status: Status = Status.INIT
+    error_msg: str | None = None
+    extra_fields: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_fields(cls, data: Any) -> Any:
+        # pydantic's own message only says "Extra inputs are not permitted"; say what to do instead.
+        if isinstance(data, dict):
+            unknown = data.keys() - cls.model_fields.keys()
+            if unknown:
+                hints = []
+                for name in sorted(unknown, key=str):
+                    close = difflib.get_close_matches(str(name), list(cls.model_fields), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    hints.append(f"{name!r}{hint}")
+                raise ValueError(
+                    f"RolloutState has no field {', '.join(hints)}; put task-specific data in "
+                    "extra_fields={...} instead"
+                )
+        return data
+
+    @property
+    def ground_truth(self) -> Any:
+        """``reward_model["ground_truth"]``, or None when there is no reward model."""
+        return self.reward_model.get("ground_truth") if self.reward_model else None
