@@ -1,0 +1,198 @@
+"""ScorerJudger: a Judger over a pure scoring function, run inline or on killable worker processes.
+
+Scorers are plain top-level functions ``compute_score(solution_str, ground_truth, extra_info=None,
+**options) -> dict``; this module decides where they run:
+
+- ``execution="inline"``: in the event loop, for scorers whose cost is bounded by construction
+  (a regex over the last few hundred characters). Fastest: no hand-off at all.
+- ``execution="process"``: on the shared :class:`~judger.execution.process_pool.ProcessPool`, with
+  a deadline per sample after which the worker is killed and replaced. For anything that can hang
+  (symbolic math, running code).
+
+Within one batch, identical (answer, label, options) are scored once: GRPO groups repeat answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from judger.base import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIMEOUT,
+    Judger,
+    JudgerOutput,
+    JudgerOutputBatch,
+    JudgerPayload,
+    JudgerPayloadBatch,
+    OnError,
+    PayloadResult,
+)
+from judger.config import JudgerConfig
+from judger.errors import JudgeTimeoutError
+from judger.failure import JudgeFailure
+from judger.outputs import check_output
+from judger.rollout import RolloutState
+
+Execution = Literal["inline", "process"]
+ScorerFn = Callable[..., dict[str, Any]]
+
+# An inline batch gives the event loop a turn this often, so a 100k batch never starves other tasks.
+_YIELD_EVERY = 2048
+
+
+def _key(payload: JudgerPayload) -> tuple[Any, ...]:
+    extra = payload.get("extra_info")
+    kwargs = payload.get("scorer_kwargs")
+    return (
+        payload.get("response"),
+        repr(payload.get("label")),
+        repr(sorted(extra.items())) if extra else None,
+        repr(sorted(kwargs.items())) if kwargs else None,
+    )
+
+
+class ScorerJudger(Judger):
+    """Judge with ``scorer(response, label, extra_info, **options, **payload["scorer_kwargs"])``."""
+
+    def __init__(
+        self,
+        judger_name: str,
+        scorer: ScorerFn,
+        options: dict[str, Any] | None = None,
+        *,
+        execution: Execution = "inline",
+        on_error: OnError = "fail",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        pool: Any = None,
+    ) -> None:
+        super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
+        if execution not in ("inline", "process"):
+            raise ValueError(f"execution must be 'inline' or 'process', got {execution!r}")
+        self.scorer = scorer
+        self.options = dict(options or {})
+        self.execution: Execution = execution
+        self._pool = pool
+
+    @property
+    def pool(self) -> Any:
+        if self._pool is None:
+            from judger.execution.process_pool import shared_pool
+
+            self._pool = shared_pool()
+        return self._pool
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        reward_model = rollout_state.reward_model
+        payload: JudgerPayload = {
+            "response": rollout_state.response,
+            "label": reward_model.get("ground_truth") if reward_model else None,
+        }
+        extra = rollout_state.extra_fields.get("extra_info")
+        if extra:
+            payload["extra_info"] = extra
+        return payload
+
+    def _call_args(self, payload: JudgerPayload) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        kwargs = {**self.options, **(payload.get("scorer_kwargs") or {})}
+        return (payload.get("response"), payload.get("label"), payload.get("extra_info")), kwargs
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
+        if isinstance(payload, list):
+            results = await self.run_payloads(payload)
+            for result in results:
+                if isinstance(result, JudgeFailure):
+                    raise result.to_exception()
+            return results  # type: ignore[return-value]
+        return await self.run_payload(payload)
+
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        (result,) = await self._score([payload])
+        if isinstance(result, BaseException):
+            raise result
+        return check_output(result, self.judger_name)
+
+    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        if not payloads:
+            return []
+        # dedup: score each distinct (answer, label, options) once, then fan the result out
+        index: dict[tuple[Any, ...], int] = {}
+        unique: list[JudgerPayload] = []
+        slots: list[int] = []
+        for payload in payloads:
+            key = _key(payload)
+            slot = index.get(key)
+            if slot is None:
+                slot = index[key] = len(unique)
+                unique.append(payload)
+            slots.append(slot)
+        scored = await self._score(unique)
+        results: list[PayloadResult] = []
+        for i, slot in enumerate(slots):
+            value = scored[slot]
+            if isinstance(value, BaseException):
+                if self.on_error == "raise":
+                    raise value
+                results.append(JudgeFailure.from_exception(value, self.judger_name))
+                continue
+            # each sample gets its own dict: postprocess may write into it
+            results.append(self._check_captured(dict(value), i))
+        return results
+
+    async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        """Raw scorer results (dicts or exceptions), one per payload, in order."""
+        if self.execution == "process":
+            calls = [self._call_args(p) for p in payloads]
+            results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
+            return [
+                JudgeTimeoutError(self.judger_name, self.timeout) if isinstance(r, TimeoutError) else r
+                for r in results
+            ]
+        out: list[Any] = []
+        scorer = self.scorer
+        for i, payload in enumerate(payloads):
+            args, kwargs = self._call_args(payload)
+            try:
+                out.append(scorer(*args, **kwargs))
+            except Exception as exc:
+                out.append(exc)
+            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        return out
+
+
+class ScorerJudgerConfig(JudgerConfig):
+    """Base of the preset configs: a scorer function plus its options, built into a ScorerJudger.
+
+    Subclasses set ``judger_name``'s default, implement :meth:`scorer` and :meth:`scorer_options`,
+    and pick the default ``execution``.
+    """
+
+    compat: Literal["verl"] | None = Field(
+        None, description="'verl' reproduces verl's scorer exactly; None (default) uses judger's fixed scorer"
+    )
+    execution: Execution = "inline"
+
+    def scorer(self) -> ScorerFn:
+        raise NotImplementedError(f"{type(self).__name__} must implement scorer()")
+
+    def scorer_options(self) -> dict[str, Any]:
+        return {"compat": self.compat}
+
+    def judger_class(self) -> type[ScorerJudger]:
+        return ScorerJudger
+
+    def build_local(self) -> ScorerJudger:
+        return self.judger_class()(
+            self.judger_name,
+            self.scorer(),
+            self.scorer_options(),
+            execution=self.execution,
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+        )
