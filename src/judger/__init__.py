@@ -69,6 +69,7 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
 __all__ = [
     "BaseJudger",
     "CPUResourcesConfig",

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-from judger.errors import JudgeTimeoutError, JudgerOutputError
+from judger.errors import JudgerOutputError, JudgeTimeoutError
 from judger.failure import JudgeFailure, mark_failed
 from judger.outputs import check_output
 from judger.rollout import RolloutState

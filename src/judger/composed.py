@@ -96,7 +96,9 @@ class ComposedJudger(Judger):
             )
         if isinstance(data_source, str):
             if data_source not in self.branches:
-                raise KeyError(f"data_source {data_source!r} is not a branch of {self.judger_name!r}; known: {known}")
+                raise KeyError(
+                    f"data_source {data_source!r} is not a branch of {self.judger_name!r}; known: {known}"
+                )
             return [data_source]
         if isinstance(data_source, dict):
             if not data_source:
@@ -105,7 +107,9 @@ class ComposedJudger(Judger):
                 if not isinstance(key, str):
                     raise TypeError(f"data_source keys must be branch names (str), got {key!r}")
                 if key not in self.branches:
-                    raise KeyError(f"data_source key {key!r} is not a branch of {self.judger_name!r}; known: {known}")
+                    raise KeyError(
+                        f"data_source key {key!r} is not a branch of {self.judger_name!r}; known: {known}"
+                    )
             names = list(data_source)
             if len(names) > 1 and self.merge_fn is None:
                 raise ValueError(
@@ -113,7 +117,9 @@ class ComposedJudger(Judger):
                     "merge_fn was given; pass merge_fn (e.g. judger.weighted_sum) to combine their rewards"
                 )
             return names
-        raise TypeError(f"data_source must be a str or a dict of branch names, got {type(data_source).__name__}")
+        raise TypeError(
+            f"data_source must be a str or a dict of branch names, got {type(data_source).__name__}"
+        )
 
     def _route_nested(self, data_source: Any) -> list[str]:
         if isinstance(data_source, dict):
@@ -176,7 +182,10 @@ class ComposedJudger(Judger):
             return await maybe_await(self.branches[name].postprocess(rollout_state, out))
         if self.merge_fn is None:
             raise ValueError(f"{self.judger_name!r}: several branches ran but there is no merge_fn")
-        rewards = {name: await _branch_reward(self.branches[name], rollout_state, out) for name, out in outputs.items()}
+        rewards = {
+            name: await _branch_reward(self.branches[name], rollout_state, out)
+            for name, out in outputs.items()
+        }
         try:
             async with deadline(self.timeout):
                 merged = await maybe_await(self.merge_fn(rollout_state, rewards))
@@ -223,7 +232,9 @@ def weighted_sum(original: RolloutState, judged: dict[str, JudgerOutput]) -> Rol
             raise KeyError(f"weighted_sum: branch {name!r} returned no 'score' (keys: {sorted(output)})")
         weight = weights.get(name, 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-            raise TypeError(f"weighted_sum: weight of branch {name!r} in data_source must be a number, got {weight!r}")
+            raise TypeError(
+                f"weighted_sum: weight of branch {name!r} in data_source must be a number, got {weight!r}"
+            )
         total += float(weight) * float(output["score"])
         reward[name] = output["score"]
     original.reward = {"score": total, **reward}

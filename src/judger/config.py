@@ -22,7 +22,9 @@ class CPUResourcesConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_workers: int = Field(1, ge=1, description="Ray actors to start; 1 -> RemoteJudger, more -> JudgerPool")
+    num_workers: int = Field(
+        1, ge=1, description="Ray actors to start; 1 -> RemoteJudger, more -> JudgerPool"
+    )
     num_cpus_per_worker: float = Field(1, gt=0, description="CPUs each actor reserves")
     cpu_memory_per_worker: int = Field(1024**3, gt=0, description="bytes of memory each actor reserves")
 
@@ -47,16 +49,18 @@ class JudgerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
     batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
-    handler_kwargs: dict[str, Any] = Field(default_factory=dict, description="extra keyword arguments of the handler")
+    handler_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra keyword arguments of the handler"
+    )
 
     @field_validator("reward_handler")
     @classmethod
     def _check_handler(cls, value: Any) -> Any:
-        if isinstance(value, str) and not is_url(value):
-            if ":" not in value and "." not in value:
-                raise ValueError(
-                    f"reward_handler {value!r} is neither an http(s):// URL nor a 'package.module:function' import string"
-                )
+        if isinstance(value, str) and not is_url(value) and ":" not in value and "." not in value:
+            raise ValueError(
+                f"reward_handler {value!r} is neither an http(s):// URL nor a "
+                "'package.module:function' import string"
+            )
         return value
 
     def build_local(self) -> Judger:
@@ -99,6 +103,19 @@ class ComposedJudgerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
 
+    @field_validator("branches", mode="before")
+    @classmethod
+    def _parse_branches(cls, value: Any) -> Any:
+        # plain dicts (from JSON or YAML) become configs; a dict with "branches" is a nested composition
+        if isinstance(value, dict):
+            return {
+                name: (ComposedJudgerConfig if "branches" in b else JudgerConfig).model_validate(b)
+                if isinstance(b, dict)
+                else b
+                for name, b in value.items()
+            }
+        return value
+
     @field_validator("branches")
     @classmethod
     def _check_branches(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +155,9 @@ def build_judger(cfg: JudgerConfig | ComposedJudgerConfig) -> Judger:
     if isinstance(cfg, ComposedJudgerConfig):
         return cfg.build_local()
     if not isinstance(cfg, JudgerConfig):
-        raise TypeError(f"build_judger takes a JudgerConfig or ComposedJudgerConfig, got {type(cfg).__name__}")
+        raise TypeError(
+            f"build_judger takes a JudgerConfig or ComposedJudgerConfig, got {type(cfg).__name__}"
+        )
     if cfg.cpu_resources is None:
         return cfg.build_local()
     from judger.execution.ray_build import build_remote

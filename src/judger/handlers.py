@@ -103,7 +103,18 @@ class RewardHandler:
 
     def call(self, *args: Any) -> Any:
         assert not isinstance(self.target, str)
-        return self.target(*args, **self.kwargs)
+        result = self.target(*args, **self.kwargs)
+        if self.signature == "verl" and not inspect.isawaitable(result):
+            return self.normalise(result)
+        return result
+
+    def normalise(self, result: Any) -> Any:
+        """Bring a handler's result to judger's form (verl handlers may return bare floats)."""
+        if self.signature != "verl":
+            return result
+        if self.batched and isinstance(result, (list, tuple)):
+            return [normalise_verl_result(r) for r in result]
+        return normalise_verl_result(result)
 
 
 def resolve_handler(
@@ -121,7 +132,9 @@ def resolve_handler(
     spec = None
     if is_url(handler):
         if batched:
-            raise ValueError("a URL reward_handler speaks the one-sample protocol; batched=True is not supported")
+            raise ValueError(
+                "a URL reward_handler speaks the one-sample protocol; batched=True is not supported"
+            )
         return RewardHandler(target=handler, kind="url")
     if isinstance(handler, str):
         spec = handler
@@ -141,3 +154,15 @@ def resolve_handler(
         kwargs=dict(kwargs or {}),
         spec=spec,
     )
+
+
+def normalise_verl_result(result: Any) -> Any:
+    """verl's return convention: a dict stays; a number (or bool) becomes ``{"score": float}``;
+    a tuple contributes its first item. Anything else is left for output validation to reject."""
+    if isinstance(result, tuple) and result:
+        result = result[0]
+    if isinstance(result, bool):
+        return {"score": float(result)}
+    if isinstance(result, (int, float)) or (hasattr(result, "item") and getattr(result, "ndim", 1) == 0):
+        return {"score": result}
+    return result

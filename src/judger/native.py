@@ -21,7 +21,7 @@ from judger.base import (
     PayloadResult,
     gather_bounded,
 )
-from judger.errors import JudgeTimeoutError, JudgerOutputError
+from judger.errors import JudgerOutputError, JudgeTimeoutError
 from judger.failure import JudgeFailure
 from judger.handlers import RewardHandler, resolve_handler
 from judger.http_client import HttpClient
@@ -118,12 +118,17 @@ class NativeJudger(Judger):
 
     def _args(self, payload: JudgerPayload) -> tuple:
         return self.handler.call_args(
-            payload.get("response"), payload.get("label"), payload.get("data_source"), self._extra_info(payload)
+            payload.get("response"),
+            payload.get("label"),
+            payload.get("data_source"),
+            self._extra_info(payload),
         )
 
     def _executor_(self) -> ThreadPoolExecutor:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix=f"judger-{self.judger_name}")
+            self._executor = ThreadPoolExecutor(
+                self.num_threads, thread_name_prefix=f"judger-{self.judger_name}"
+            )
         return self._executor
 
     async def _call_one(self, payload: JudgerPayload) -> Any:
@@ -146,7 +151,7 @@ class NativeJudger(Judger):
             outputs = await self._call_batch([payload])
             return outputs[0]
         if handler.kind == "async":
-            return await handler.call(*self._args(payload))
+            return handler.normalise(await handler.call(*self._args(payload)))
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
 
@@ -167,14 +172,16 @@ class NativeJudger(Judger):
             return await self._run_batched(payloads)
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
-        return await gather_bounded([lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency)
+        return await gather_bounded(
+            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+        )
 
     async def _call_batch(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         handler = self.handler
         args = [self._args(p) for p in payloads]
         columns = [list(col) for col in zip(*args)]
         if handler.kind == "async":
-            outputs = await handler.call(*columns)
+            outputs = handler.normalise(await handler.call(*columns))
         else:
             loop = asyncio.get_running_loop()
             outputs = await loop.run_in_executor(self._executor_(), lambda: handler.call(*columns))
@@ -250,7 +257,7 @@ class NativeJudger(Judger):
                     stuck_at = index
                     self._retire_executor()
                     break
-            done = (stuck_at if stuck_at is not None else hi - lo)
+            done = stuck_at if stuck_at is not None else hi - lo
             out[lo : lo + done] = chunk.results[:done]
             if stuck_at is None:
                 return

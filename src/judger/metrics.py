@@ -1,0 +1,335 @@
+"""Validation metrics over groups of samples: verl's ``process_validation_metrics``, vectorised.
+
+For every data_source, prompt group (uid) and numeric variable, with ``n`` samples in the group:
+
+- ``mean@n`` and (n > 1) ``std@n`` (population std);
+- for ``k`` in ``[2, 4, 8, ... < n] + [n]``: ``best@k/mean``, ``best@k/std``, ``worst@k/mean``,
+  ``worst@k/std`` from 1000 bootstrap resamples of size ``k`` drawn with replacement, and, when a
+  ``pred`` variable exists, ``maj@k/mean`` and ``maj@k/std`` (majority vote on ``pred``, ties to the
+  prediction seen first in the resample, valued as the first resampled sample with that prediction);
+- ``pass@k`` for variables whose values are all 0/1: the unbiased estimator
+  ``1 - C(n - c, k) / C(n, k)`` (``best@n`` resamples with replacement and is *not* pass@n).
+
+Metrics are then averaged over the uids that have them. Results equal verl's bit for bit for the
+same seed: verl re-seeds NumPy's legacy generator before every (uid, variable, k) resample, so every
+group of size n draws the same index matrix; it is drawn here once per (n, k) from a local
+``np.random.RandomState(seed)`` (the same stream, without touching the global RNG) and applied to
+all groups at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Real
+from typing import Any
+
+import numpy as np
+
+from judger.rollout import RolloutState
+
+Metrics = dict[str, dict[str, dict[str, float]]]
+"""``{data_source: {variable: {metric_name: value}}}``, as verl's function returns."""
+
+N_BOOTSTRAP = 1000
+# elements of one (groups x resamples x k) gather; bounds the scratch memory to a few tens of MB
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def bootstrap_sizes(n: int) -> list[int]:
+    """The resample sizes verl reports for a group of ``n``: powers of two below ``n``, then ``n``."""
+    sizes = []
+    k = 2
+    while k < n:
+        sizes.append(k)
+        k *= 2
+    sizes.append(n)
+    return sizes
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: the chance that ``k`` of ``n`` samples (``c`` correct) include a correct one."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _is_number(value: Any) -> bool:
+    if type(value) in (float, int, bool):
+        return True
+    return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
+
+
+def _hashable(value: Any) -> Hashable:
+    try:
+        hash(value)
+    except TypeError:
+        return ("__unhashable__", repr(value))
+    return value
+
+
+@dataclass
+class _Layout:
+    """Where each group's samples are: per group size n, a (groups, n) matrix of sample indices."""
+
+    by_size: dict[int, tuple[np.ndarray, np.ndarray]]  # n -> (group ids, sample index matrix)
+    maj_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+
+def _layout(group_of: np.ndarray, valid: np.ndarray, n_groups: int) -> _Layout:
+    samples = np.flatnonzero(valid)
+    groups = group_of[samples]
+    order = samples[np.argsort(groups, kind="stable")]  # keeps sample order within a group
+    sizes = np.bincount(groups, minlength=n_groups)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    by_size: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for n in np.unique(sizes[sizes > 0]).tolist():
+        gids = np.flatnonzero(sizes == n)
+        matrix = order[starts[gids][:, None] + np.arange(n)]
+        by_size[int(n)] = (gids, matrix)
+    return _Layout(by_size)
+
+
+def _chunks(n_rows: int, per_row: int) -> list[slice]:
+    step = max(1, _CHUNK_ELEMENTS // max(1, per_row))
+    return [slice(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+
+
+def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """For each group and resample, the column (sample of the group) whose value the majority vote takes.
+
+    ``codes`` (groups, n) numbers each group's predictions; ``idx`` (B, k) is the resample. verl
+    takes the top-count prediction, ties to the one seen first, and the value of its first sample in
+    the resample. That sample is the one present in the resample whose prediction has the top count
+    and which appears earliest, so each sample gets the key ``count * (k + 1) + (k - first position)``
+    (absent samples a negative key) and the vote is an argmax over the n samples. The counts for all
+    groups come from one matrix product: multiplicity (B, n) @ same-prediction (n, groups * n).
+    """
+    g, n = codes.shape
+    b, k = idx.shape
+    hits = idx[:, :, None] == np.arange(n)  # (B, k, n): resample position j holds sample s
+    multiplicity = hits.sum(axis=1, dtype=np.float32)
+    first = hits.argmax(axis=1)
+    earliness = np.where(multiplicity > 0, k - first, -((k + 1) ** 2)).astype(np.float32)
+    out = np.empty((g, b), dtype=np.intp)
+    for chunk in _chunks(g, b * n):
+        c = codes[chunk]
+        same = (c[:, :, None] == c[:, None, :]).astype(np.float32)  # (gc, n, n)
+        counts = multiplicity @ same.transpose(1, 0, 2).reshape(n, -1)  # (B, gc * n)
+        key = counts.reshape(b, -1, n) * np.float32(k + 1) + earliness[:, None, :]
+        out[chunk] = key.argmax(axis=2).T
+    return out
+
+
+def _pred_codes(preds: Sequence[Any], matrix: np.ndarray) -> np.ndarray:
+    codes = np.empty(matrix.shape, dtype=np.intp)
+    for r, row in enumerate(matrix.tolist()):
+        seen: dict[Hashable, int] = {}
+        for j, s in enumerate(row):
+            codes[r, j] = seen.setdefault(_hashable(preds[s]), len(seen))
+    return codes
+
+
+class _Collector:
+    """Per (data_source, variable, metric): per-group values, averaged over groups in uid order."""
+
+    def __init__(self) -> None:
+        self.parts: dict[tuple[int, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def add(self, ds_of_group: np.ndarray, gids: np.ndarray, var: str, metric: str, values: np.ndarray) -> None:
+        ds = ds_of_group[gids]
+        for d in np.unique(ds).tolist():
+            mask = ds == d
+            self.parts.setdefault((int(d), var, metric), []).append((gids[mask], values[mask]))
+
+    def result(self, ds_names: list[str], var_order: list[str]) -> Metrics:
+        out: Metrics = {}
+        # verl lists metrics in the order it first meets them; sort keys the same way per variable
+        for (d, var, metric), parts in sorted(
+            self.parts.items(), key=lambda item: (item[0][0], var_order.index(item[0][1]))
+        ):
+            gids = np.concatenate([p[0] for p in parts])
+            vals = np.concatenate([p[1] for p in parts])
+            ordered = vals[np.argsort(gids, kind="stable")]
+            out.setdefault(ds_names[d], {}).setdefault(var, {})[metric] = float(np.mean(ordered))
+        return out
+
+
+def _metric_order(n: int, has_pred: bool, binary: bool) -> list[str]:
+    names = [f"mean@{n}"]
+    if n > 1:
+        names.append(f"std@{n}")
+        for k in bootstrap_sizes(n):
+            names += [f"best@{k}/mean", f"best@{k}/std", f"worst@{k}/mean", f"worst@{k}/std"]
+            if has_pred:
+                names += [f"maj@{k}/mean", f"maj@{k}/std"]
+            if binary:
+                names.append(f"pass@{k}")
+    return names
+
+
+def process_validation_metrics(
+    data_sources: Sequence[Any],
+    sample_uids: Sequence[Any],
+    infos_dict: Mapping[str, Sequence[Any]],
+    seed: int = 42,
+    *,
+    n_bootstrap: int = N_BOOTSTRAP,
+    pass_k: bool = True,
+) -> Metrics:
+    """verl's ``process_validation_metrics(data_sources, sample_uids, infos_dict, seed)``, vectorised.
+
+    ``infos_dict`` maps a variable name to one value per sample. A variable is used when its values
+    are numbers (bool counts as 0/1); ``None`` marks a sample without that value (it is left out of
+    that variable's groups); a variable holding any other value (strings such as ``pred``) is skipped.
+    ``pass_k=False`` leaves out the pass@k entries, giving exactly verl's metric set.
+    """
+    n_samples = len(data_sources)
+    if len(sample_uids) != n_samples:
+        raise ValueError(f"{len(sample_uids)} uids for {n_samples} data_sources")
+    for name, values in infos_dict.items():
+        if len(values) != n_samples:
+            raise ValueError(f"variable {name!r} has {len(values)} values for {n_samples} samples")
+
+    ds_index: dict[Any, int] = {}
+    group_index: dict[tuple[int, Any], int] = {}
+    ds_of_group_list: list[int] = []
+    group_of = np.empty(n_samples, dtype=np.intp)
+    for i, (ds, uid) in enumerate(zip(data_sources, sample_uids)):
+        d = ds_index.setdefault(_hashable(ds), len(ds_index))
+        key = (d, _hashable(uid))
+        g = group_index.get(key)
+        if g is None:
+            g = group_index[key] = len(group_index)
+            ds_of_group_list.append(d)
+        group_of[i] = g
+    ds_of_group = np.asarray(ds_of_group_list, dtype=np.intp)
+    ds_names = [str(ds) for ds in ds_index]
+    n_groups = len(group_index)
+
+    preds = infos_dict.get("pred")
+    layouts: dict[bytes, _Layout] = {}
+    indices: dict[tuple[int, int], np.ndarray] = {}
+    collector = _Collector()
+    used_vars: list[str] = []
+
+    for var, raw in infos_dict.items():
+        values = list(raw)
+        present = [v is not None for v in values]
+        if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
+            continue
+        used_vars.append(var)
+        valid = np.asarray(present, dtype=bool)
+        vals = np.array([float(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
+        layout = layouts.get(valid.tobytes())
+        if layout is None:
+            layout = layouts[valid.tobytes()] = _layout(group_of, valid, n_groups)
+        binary = bool(np.isin(vals[valid], (0.0, 1.0)).all())
+
+        for n, (gids, matrix) in layout.by_size.items():
+            group_vals = vals[matrix]  # (G, n)
+            collector.add(ds_of_group, gids, var, f"mean@{n}", group_vals.mean(axis=1))
+            if n == 1:
+                continue
+            collector.add(ds_of_group, gids, var, f"std@{n}", group_vals.std(axis=1))
+            correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
+            codes: np.ndarray | None = None
+            for k in bootstrap_sizes(n):
+                idx = indices.get((n, k))
+                if idx is None:
+                    # one randint call draws the same stream as verl's n_bootstrap choice() calls
+                    idx = indices[(n, k)] = np.random.RandomState(seed).randint(0, n, size=(n_bootstrap, k))
+                best = np.empty((len(gids), n_bootstrap))
+                worst = np.empty((len(gids), n_bootstrap))
+                for rows in _chunks(len(gids), n_bootstrap * k):
+                    boot = group_vals[rows][:, idx]
+                    best[rows] = boot.max(axis=2)
+                    worst[rows] = boot.min(axis=2)
+                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1))
+                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
+                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
+                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1))
+                if preds is not None:
+                    cols = layout.maj_cache.get((n, k))
+                    if cols is None:
+                        if codes is None:
+                            codes = _pred_codes(preds, matrix)
+                        cols = layout.maj_cache[(n, k)] = _maj_columns(codes, idx)
+                    maj = np.take_along_axis(group_vals, cols, axis=1)
+                    collector.add(ds_of_group, gids, var, f"maj@{k}/mean", maj.mean(axis=1))
+                    collector.add(ds_of_group, gids, var, f"maj@{k}/std", maj.std(axis=1))
+                if pass_k and correct is not None:
+                    table = np.array([pass_at_k(n, c, k) for c in range(n + 1)])
+                    collector.add(ds_of_group, gids, var, f"pass@{k}", table[correct])
+
+    metrics = collector.result(ds_names, used_vars)
+    # present each variable's metrics in verl's order (mean, std, then per k best/worst/maj/pass)
+    for var2metric in metrics.values():
+        for var, metric2val in var2metric.items():
+            sizes = sorted({int(name.split("@")[1].split("/")[0]) for name in metric2val if name.startswith("mean@")})
+            order: list[str] = []
+            for n in sizes:
+                order += [m for m in _metric_order(n, preds is not None, True) if m not in order]
+            rank = {name: i for i, name in enumerate(order)}
+            var2metric[var] = dict(sorted(metric2val.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+    return metrics
+
+
+def data_source_name(data_source: Any) -> str:
+    """A printable data_source: the str itself, or the branch names of a ``{branch: weight}`` dict."""
+    if isinstance(data_source, str):
+        return data_source
+    if isinstance(data_source, dict):
+        return "+".join(str(k) for k in data_source)
+    return "<none>" if data_source is None else str(data_source)
+
+
+def prompt_key(state: RolloutState) -> Any:
+    """The prompt group of a state: its ``group_id``, else its prompt messages (same prompt, same group)."""
+    if state.group_id is not None:
+        return state.group_id
+    return "prompt:" + json.dumps(state.message, sort_keys=True, default=str)
+
+
+def rollout_infos(states: Sequence[RolloutState]) -> tuple[list[str], list[Any], dict[str, list[Any]]]:
+    """``(data_sources, uids, infos_dict)`` of the states that have a reward (failed ones are left out).
+
+    The variables are the union of reward keys over the batch (a sample lacking a key gets None).
+    """
+    judged = [s for s in states if s.reward is not None]
+    keys: dict[str, None] = {}
+    for s in judged:
+        keys.update(dict.fromkeys(s.reward or {}))
+    infos = {key: [(s.reward or {}).get(key) for s in judged] for key in keys}
+    return [data_source_name(s.data_source) for s in judged], [prompt_key(s) for s in judged], infos
+
+
+def compute_validation_metrics(states: Sequence[RolloutState], seed: int = 42, *, pass_k: bool = True) -> Metrics:
+    """:func:`process_validation_metrics` over judged RolloutStates, grouped by data_source and prompt."""
+    data_sources, uids, infos = rollout_infos(states)
+    return process_validation_metrics(data_sources, uids, infos, seed, pass_k=pass_k)
+
+
+def flatten_metrics(metrics: Metrics) -> dict[str, float]:
+    """verl's logging names: ``val-core/<ds>/<var>/<metric>`` for the headline ones, ``val-aux/...`` else.
+
+    Headline: the ``acc`` variable (``reward`` / ``score`` without one), its mean/maj/best at the
+    largest n.
+    """
+    flat: dict[str, float] = {}
+    for ds, var2metric in metrics.items():
+        core = "acc" if "acc" in var2metric else ("reward" if "reward" in var2metric else "score")
+        for var, metric2val in var2metric.items():
+            n_max = max(int(name.split("@")[-1].split("/")[0]) for name in metric2val)
+            for name, value in metric2val.items():
+                headline = (
+                    var == core
+                    and name.startswith(("mean", "maj", "best"))
+                    and f"@{n_max}" in name
+                )
+                flat[f"{'val-core' if headline else 'val-aux'}/{ds}/{var}/{name}"] = value
+    return flat
