@@ -1,13 +1,361 @@
-"""`judger score`."""
+"""`judger score`: score a rollouts file and report per data_source.
+
+Exit codes: 0 every row read and every sample judged; 1 some input rows could not be read (the rest
+were scored); 2 nothing could be scored (unreadable file, bad config); 3 some samples failed to be
+judged (error or timeout; see the table).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_ROWS = 1
+EXIT_UNUSABLE = 2
+EXIT_JUDGE_FAILURES = 3
+
+_EPILOG = """\
+examples:
+  judger score rollouts.jsonl                      route by data_source with verl's table
+  judger score rollouts.parquet --preset math -o scored.parquet
+  judger score rollouts.jsonl -c my_config.py --examples 3
+  judger score rollouts.jsonl -c my_pkg.judgers:config --format json > summary.json
+
+exit codes: 0 ok; 1 some input rows unreadable (the rest scored); 2 nothing scored;
+            3 some samples failed to be judged (error or timeout)
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of `judger score`; must stay cheap (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _EPILOG
+    parser.add_argument(
+        "input", help="rollouts: .jsonl or .parquet in verl's row layout, or RolloutState JSON lines"
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "-c",
+        "--config",
+        metavar="CONFIG",
+        help="a Python file defining a JudgerConfig / ComposedJudgerConfig (FILE.py or FILE.py:NAME), "
+        "or an import string 'pkg.module:name'",
+    )
+    which.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a built-in judger config from judger.presets, e.g. MathJudgerConfig (or just 'math')",
+    )
+    parser.add_argument(
+        "--compat",
+        choices=("verl",),
+        help="with the default config: 'verl' reproduces verl's scores exactly, false negatives included",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="OUTPUT", help="write every row with its reward (.jsonl or .parquet)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="samples scored concurrently: sets max_concurrency of the judger and each branch, and the "
+        "size of the shared worker-process pool when the scorers run in processes",
+    )
+    parser.add_argument("--examples", type=int, default=0, metavar="K", help="show K samples per data_source")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table (default) or one JSON object"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=256, metavar="B", help="samples per batch_judge call"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+# --- building the judger --------------------------------------------------------------------------
+
+
+class ConfigError(Exception):
+    """The judger to score with could not be found or built."""
+
+
+def _is_config(obj: Any) -> bool:
+    from judger.base import BaseJudger
+    from judger.config import ComposedJudgerConfig, JudgerConfig
+
+    return isinstance(obj, (JudgerConfig, ComposedJudgerConfig, BaseJudger))
+
+
+def _load_file(path_text: str) -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path_part, _, name = path_text.partition(".py:")
+    path = Path(path_part if not name else path_part + ".py")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    # register the file as an importable module (its folder on sys.path): functions defined in it then
+    # pickle by reference, so worker processes and Ray actors can load them too
+    module_name = path.stem if path.stem.isidentifier() and path.stem not in sys.modules else None
+    module_name = module_name or f"_judger_config_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise ConfigError(f"{path} failed to load: {type(exc).__name__}: {exc}") from exc
+    if name:
+        if not hasattr(module, name):
+            raise ConfigError(f"{path} defines no {name!r}")
+        return getattr(module, name)
+    found = {k: v for k, v in vars(module).items() if not k.startswith("_") and _is_config(v)}
+    for preferred in ("judger_config", "config"):
+        if preferred in found:
+            return found[preferred]
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if not found:
+        raise ConfigError(
+            f"{path} defines no JudgerConfig or ComposedJudgerConfig; assign one to a variable "
+            "(e.g. judger_config = JudgerConfig(...))"
+        )
+    raise ConfigError(
+        f"{path} defines several configs ({', '.join(sorted(found))}); name one with {path}:NAME "
+        "or call it judger_config"
+    )
+
+
+def load_config(spec: str) -> Any:
+    """A config (or judger) from ``FILE.py``, ``FILE.py:NAME`` or ``pkg.module:name``."""
+    from judger.handlers import import_object
+
+    if spec.endswith(".py") or ".py:" in spec:
+        obj = _load_file(spec)
+    else:
+        try:
+            obj = import_object(spec)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ConfigError(f"{spec}: cannot instantiate {obj.__name__} without arguments: {exc}") from exc
+    if not _is_config(obj):
+        raise ConfigError(
+            f"{spec} is a {type(obj).__name__}, not a JudgerConfig, ComposedJudgerConfig or Judger"
+        )
+    return obj
+
+
+def load_preset(name: str) -> Any:
+    """``MathJudgerConfig``, ``math`` or ``Math``: the preset config class of that name, instantiated."""
+    import judger.presets as presets
+
+    available = list(getattr(presets, "__all__", []))
+    wanted = {name.lower(), name.lower() + "judgerconfig"}
+    matches = [n for n in available if n.lower() in wanted]
+    if not matches:
+        raise ConfigError(f"no preset {name!r}; available: {', '.join(available)}")
+    try:
+        cls = getattr(presets, matches[0])
+    except (AttributeError, ImportError) as exc:
+        raise ConfigError(f"preset {matches[0]} is not available: {exc}") from exc
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(
+            f"preset {matches[0]} needs arguments; write a config file and use -c: {exc}"
+        ) from exc
+
+
+def default_config(compat: str | None = None) -> Any:
+    """verl's dispatch by data_source (``judger.compat.verl.default_judger_config``)."""
+    try:
+        from judger.compat.verl import default_judger_config
+    except ImportError as exc:
+        raise ConfigError(
+            f"the default config (verl's dispatch by data_source) is not available ({exc}); "
+            "pass -c CONFIG or --preset NAME"
+        ) from exc
+    return default_judger_config(compat=compat)
+
+
+def with_workers(cfg: Any, workers: int) -> Any:
+    """A copy of ``cfg`` with ``max_concurrency=workers`` on it and on every branch config."""
+    from judger.config import ComposedJudgerConfig, JudgerConfig
+
+    if isinstance(cfg, ComposedJudgerConfig):
+        branches = {name: with_workers(b, workers) for name, b in cfg.branches.items()}
+        return cfg.model_copy(update={"branches": branches, "max_concurrency": workers})
+    if isinstance(cfg, JudgerConfig):
+        return cfg.model_copy(update={"max_concurrency": workers})
+    return cfg
+
+
+def _size_process_pool(workers: int) -> None:
+    """Size the shared worker-process pool, when the execution layer offers a way to."""
+    try:
+        from judger.execution import process_pool
+    except ImportError:
+        return
+    configure = getattr(process_pool, "configure_shared_pool", None)
+    if callable(configure):
+        configure(workers=workers)
+
+
+def _close_shared_pool() -> None:
+    """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
+    module = sys.modules.get("judger.execution.process_pool")
+    configure = getattr(module, "configure_shared_pool", None)
+    if callable(configure):
+        configure()  # closes the running shared pool; the command is done with it
+
+
+def build(args: argparse.Namespace) -> Any:
+    from judger.base import BaseJudger
+    from judger.config import build_judger
+
+    if args.config:
+        cfg = load_config(args.config)
+    elif args.preset:
+        cfg = load_preset(args.preset)
+    else:
+        cfg = default_config(args.compat)
+    if args.workers:
+        cfg = with_workers(cfg, args.workers)
+        _size_process_pool(args.workers)
+    if isinstance(cfg, BaseJudger):
+        return cfg
+    try:
+        return build_judger(cfg)
+    except Exception as exc:
+        raise ConfigError(f"cannot build the judger: {type(exc).__name__}: {exc}") from exc
+
+
+# --- scoring --------------------------------------------------------------------------------------
+
+
+async def score_states(judger: Any, states: list[Any], batch_size: int, progress: Any = None) -> None:
+    """``judger.batch_judge`` over ``states`` in batches (two in flight), advancing ``progress``."""
+    from judger.base import gather_bounded
+
+    batches = [states[i : i + batch_size] for i in range(0, len(states), batch_size)]
+
+    async def one(batch: list[Any]) -> None:
+        await judger.batch_judge(batch)
+        if progress is not None:
+            progress(len(batch))
+
+    # two batches in flight: the next one starts while the slowest samples of the last finish
+    await gather_bounded([lambda b=b: one(b) for b in batches], 2)
+
+
+def _say(message: str) -> None:
+    """A plain line on stderr: never wrapped, so row numbers and paths stay greppable."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("judger score: not implemented yet")
+    import asyncio
+    import json
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from judger.io import InputError, read_rollouts, write_rollouts
+    from judger.metrics import compute_validation_metrics
+    from judger.report import examples, render_examples, render_summary, summarize
+
+    err = Console(stderr=True)
+    # piped output is read by people too: do not squeeze the table into 80 columns
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    if args.compat and (args.config or args.preset):
+        _say("judger score: --compat applies to the default config only (drop -c / --preset)")
+        return EXIT_UNUSABLE
+    if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or args.examples < 0:
+        _say("judger score: --batch-size and --workers must be >= 1, --examples >= 0")
+        return EXIT_UNUSABLE
+    try:
+        rollouts = read_rollouts(args.input)
+    except InputError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+    for error in rollouts.errors[:20]:
+        _say(f"{args.input}: {error}")
+    if len(rollouts.errors) > 20:
+        _say(f"... and {len(rollouts.errors) - 20} more bad rows")
+    if not rollouts.states:
+        _say(f"judger score: {args.input}: no rows to score")
+        return EXIT_UNUSABLE
+    try:
+        judger = build(args)
+    except ConfigError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+
+    states = rollouts.states
+    show_progress = not args.no_progress
+    start = time.perf_counter()
+
+    async def main() -> None:
+        try:
+            if not show_progress:
+                await score_states(judger, states, args.batch_size)
+                return
+            with Progress(
+                TextColumn("scoring"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("scoring", total=len(states))
+                await score_states(judger, states, args.batch_size, lambda n: bar.advance(task, n))
+        finally:
+            await judger.aclose()
+            _close_shared_pool()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        _say("judger score: interrupted")
+        return 130
+    elapsed = time.perf_counter() - start
+
+    summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=rollouts.errors)
+    summary = {"input": str(args.input), **summary}
+    if rollouts.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in rollouts.errors]
+    shown = examples(states, args.examples) if args.examples else []
+    if args.output:
+        try:
+            write_rollouts(args.output, states, layout=rollouts.layout)
+        except Exception as exc:
+            _say(f"judger score: cannot write {args.output}: {exc}")
+            return EXIT_UNUSABLE
+    if args.format == "json":
+        if shown:
+            summary["examples"] = shown
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
+    else:
+        if shown:
+            render_examples(shown, out)
+        render_summary(summary, out)
+        if args.output:
+            out.print(f"wrote {len(states)} rows to {args.output}")
+    if rollouts.errors:
+        return EXIT_BAD_ROWS
+    if summary["failed"] or summary["timed_out"]:
+        return EXIT_JUDGE_FAILURES
+    return EXIT_OK

@@ -105,24 +105,63 @@ def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     ``codes`` (groups, n) numbers each group's predictions; ``idx`` (B, k) is the resample. verl
     takes the top-count prediction, ties to the one seen first, and the value of its first sample in
     the resample. That sample is the one present in the resample whose prediction has the top count
-    and which appears earliest, so each sample gets the key ``count * (k + 1) + (k - first position)``
-    (absent samples a negative key) and the vote is an argmax over the n samples. The counts for all
-    groups come from one matrix product: multiplicity (B, n) @ same-prediction (n, groups * n).
+    and which appears earliest, so each sample s gets the integer key
+    ``(count * (k + 1) + (k - first position)) * n + s`` (absent samples a negative one) and the vote
+    is the largest key; ``key % n`` gives the sample back. All keys of all groups come from one
+    matrix product, laid out (B, n, groups) so that the max runs over whole contiguous rows.
     """
     g, n = codes.shape
     b, k = idx.shape
     hits = idx[:, :, None] == np.arange(n)  # (B, k, n): resample position j holds sample s
-    multiplicity = hits.sum(axis=1, dtype=np.float32)
+    multiplicity = hits.sum(axis=1)
     first = hits.argmax(axis=1)
-    earliness = np.where(multiplicity > 0, k - first, -((k + 1) ** 2)).astype(np.float32)
+    earliness = np.where(multiplicity > 0, k - first, -((k + 1) ** 2))
+    # float32 holds these integer keys exactly while they stay below 2**24
+    dtype = np.float32 if (k + 1) ** 2 * n * 2 < 2**24 else np.float64
+    left = np.concatenate(
+        [multiplicity * ((k + 1) * n), earliness * n, np.ones((b, 1), dtype=np.intp)], axis=1
+    ).astype(dtype)  # (B, 2n + 1)
     out = np.empty((g, b), dtype=np.intp)
     for chunk in _chunks(g, b * n):
         c = codes[chunk]
-        same = (c[:, :, None] == c[:, None, :]).astype(np.float32)  # (gc, n, n)
-        counts = multiplicity @ same.transpose(1, 0, 2).reshape(n, -1)  # (B, gc * n)
-        key = counts.reshape(b, -1, n) * np.float32(k + 1) + earliness[:, None, :]
-        out[chunk] = key.argmax(axis=2).T
+        gc = c.shape[0]
+        same = c[:, :, None] == c[:, None, :]  # (gc, t, s)
+        right = np.concatenate(
+            [
+                same.transpose(1, 2, 0).reshape(n, n * gc),  # column s * gc + group
+                np.repeat(np.eye(n, dtype=bool), gc, axis=1),
+                np.repeat(np.arange(n), gc)[None, :],
+            ]
+        ).astype(dtype)
+        keys = (left @ right).reshape(b, n, gc).max(axis=1)  # (B, gc)
+        out[chunk] = np.mod(keys, n).astype(np.intp).T
     return out
+
+
+def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Max and min of every resample ``idx`` (B, k) of every group's values ``group_vals`` (G, n).
+
+    A variable with at most two distinct values (acc, a 0/1 or -1/1 score) needs no gather: a
+    resample's best is the high value when it holds any high sample, which one matrix product of
+    "sample present in resample" (B, n) by "sample is high" (n, G) tells for all groups at once.
+    """
+    g, n = group_vals.shape
+    b, k = idx.shape
+    if len(levels) <= 2:
+        lo, hi = float(levels[0]), float(levels[-1])
+        present = (idx[:, :, None] == np.arange(n)).any(axis=1).astype(np.float32)  # (B, n)
+        any_hi = (present @ (group_vals == hi).T.astype(np.float32)) > 0  # (B, G)
+        any_lo = (present @ (group_vals == lo).T.astype(np.float32)) > 0
+        best = np.where(any_hi.T, hi, lo)
+        worst = np.where(any_lo.T, lo, hi)
+        return np.ascontiguousarray(best), np.ascontiguousarray(worst)
+    best = np.empty((g, b))
+    worst = np.empty((g, b))
+    for rows in _chunks(g, b * k):
+        boot = group_vals[rows][:, idx]
+        best[rows] = boot.max(axis=2)
+        worst[rows] = boot.min(axis=2)
+    return best, worst
 
 
 def _pred_codes(preds: Sequence[Any], matrix: np.ndarray) -> np.ndarray:
@@ -140,7 +179,9 @@ class _Collector:
     def __init__(self) -> None:
         self.parts: dict[tuple[int, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
 
-    def add(self, ds_of_group: np.ndarray, gids: np.ndarray, var: str, metric: str, values: np.ndarray) -> None:
+    def add(
+        self, ds_of_group: np.ndarray, gids: np.ndarray, var: str, metric: str, values: np.ndarray
+    ) -> None:
         ds = ds_of_group[gids]
         for d in np.unique(ds).tolist():
             mask = ds == d
@@ -228,7 +269,8 @@ def process_validation_metrics(
         layout = layouts.get(valid.tobytes())
         if layout is None:
             layout = layouts[valid.tobytes()] = _layout(group_of, valid, n_groups)
-        binary = bool(np.isin(vals[valid], (0.0, 1.0)).all())
+        levels = np.unique(vals[valid])
+        binary = bool(np.isin(levels, (0.0, 1.0)).all())
 
         for n, (gids, matrix) in layout.by_size.items():
             group_vals = vals[matrix]  # (G, n)
@@ -243,12 +285,7 @@ def process_validation_metrics(
                 if idx is None:
                     # one randint call draws the same stream as verl's n_bootstrap choice() calls
                     idx = indices[(n, k)] = np.random.RandomState(seed).randint(0, n, size=(n_bootstrap, k))
-                best = np.empty((len(gids), n_bootstrap))
-                worst = np.empty((len(gids), n_bootstrap))
-                for rows in _chunks(len(gids), n_bootstrap * k):
-                    boot = group_vals[rows][:, idx]
-                    best[rows] = boot.max(axis=2)
-                    worst[rows] = boot.min(axis=2)
+                best, worst = _best_worst(group_vals, idx, levels)
                 collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1))
                 collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
                 collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
@@ -270,7 +307,9 @@ def process_validation_metrics(
     # present each variable's metrics in verl's order (mean, std, then per k best/worst/maj/pass)
     for var2metric in metrics.values():
         for var, metric2val in var2metric.items():
-            sizes = sorted({int(name.split("@")[1].split("/")[0]) for name in metric2val if name.startswith("mean@")})
+            sizes = sorted(
+                {int(name.split("@")[1].split("/")[0]) for name in metric2val if name.startswith("mean@")}
+            )
             order: list[str] = []
             for n in sizes:
                 order += [m for m in _metric_order(n, preds is not None, True) if m not in order]
@@ -308,7 +347,9 @@ def rollout_infos(states: Sequence[RolloutState]) -> tuple[list[str], list[Any],
     return [data_source_name(s.data_source) for s in judged], [prompt_key(s) for s in judged], infos
 
 
-def compute_validation_metrics(states: Sequence[RolloutState], seed: int = 42, *, pass_k: bool = True) -> Metrics:
+def compute_validation_metrics(
+    states: Sequence[RolloutState], seed: int = 42, *, pass_k: bool = True
+) -> Metrics:
     """:func:`process_validation_metrics` over judged RolloutStates, grouped by data_source and prompt."""
     data_sources, uids, infos = rollout_infos(states)
     return process_validation_metrics(data_sources, uids, infos, seed, pass_k=pass_k)
@@ -326,10 +367,6 @@ def flatten_metrics(metrics: Metrics) -> dict[str, float]:
         for var, metric2val in var2metric.items():
             n_max = max(int(name.split("@")[-1].split("/")[0]) for name in metric2val)
             for name, value in metric2val.items():
-                headline = (
-                    var == core
-                    and name.startswith(("mean", "maj", "best"))
-                    and f"@{n_max}" in name
-                )
+                headline = var == core and name.startswith(("mean", "maj", "best")) and f"@{n_max}" in name
                 flat[f"{'val-core' if headline else 'val-aux'}/{ds}/{var}/{name}"] = value
     return flat

@@ -8,9 +8,48 @@ if TYPE_CHECKING:
     from judger.base import Judger
     from judger.config import JudgerConfig
 
+READY_TIMEOUT_S = 120.0
+
 
 def build_remote(cfg: JudgerConfig) -> Judger:
-    raise NotImplementedError(
-        f"JudgerConfig(judger_name={cfg.judger_name!r}) asks for cpu_resources (Ray actors), which this "
-        "build does not support yet; drop cpu_resources to judge in-process"
-    )
+    """A RemoteJudger (one worker) or a JudgerPool (several), registered with the resource manager.
+
+    Starts a local Ray if none is running (or joins ``RAY_ADDRESS``), registers the CPUs (which
+    fails fast with RuntimeError when the cluster cannot hold them), starts the actors and waits
+    until each has built its judger. Any failure kills what was started and rolls back the
+    registration.
+    """
+    from judger.execution.pool import JudgerPool
+    from judger.execution.ray_runtime import ensure_ray, kill_actor
+    from judger.execution.remote import RemoteJudger, wait_actors_ready
+    from judger.execution.resources import CPUResourceManager
+
+    resources = cfg.cpu_resources
+    if resources is None:
+        raise ValueError(f"JudgerConfig(judger_name={cfg.judger_name!r}) has no cpu_resources to go remote")
+    ensure_ray()
+    manager = CPUResourceManager.instance()
+    name = manager.register(f"judger:{cfg.judger_name}", resources)
+    replicas: list[RemoteJudger] = []
+    try:
+        local_cfg = cfg.model_copy(update={"cpu_resources": None})
+        local = local_cfg.build_local()  # the driver's instance; also fails fast on a bad config
+        for i in range(resources.num_workers):
+            replicas.append(
+                RemoteJudger(
+                    local_cfg,
+                    local=local,
+                    num_cpus=resources.num_cpus_per_worker,
+                    memory=resources.cpu_memory_per_worker,
+                    replica_name=f"{cfg.judger_name}[{i}]",
+                )
+            )
+        wait_actors_ready(replicas, READY_TIMEOUT_S)
+    except BaseException:
+        for replica in replicas:
+            kill_actor(replica.actor, restart=False)
+        manager.release(name)
+        raise
+    judger: RemoteJudger | JudgerPool = replicas[0] if len(replicas) == 1 else JudgerPool(replicas)
+    judger.attach_registration(name, manager.release)
+    return judger

@@ -1,0 +1,31 @@
+# Two commands do all the set-up on a fresh machine (both create and reuse .venv):
+#   make example   score the bundled example rollouts with `judger score`
+#   make test      run the whole test suite (what CI runs)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: example test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	touch $(STAMP)
+
+example: $(STAMP)
+	$(BIN)/judger score src/judger/data/math_rollouts.jsonl --examples 1
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,170 @@
+"""GSM8K: ``GSM8KJudgerConfig().build().batch_judge`` vs calling verl's gsm8k scorer directly.
+
+Setup (once; bench/.cache is git-ignored):
+
+    .venv/bin/pip download verl --no-deps -d bench/.cache/
+    .venv/bin/python bench/bench_gsm8k.py            # finds the wheel there and extracts gsm8k.py
+
+The 100,000 responses are built from ../shared/data/gsm8k_test.jsonl (reference solutions with
+correct, wrong, reformatted and malformed final answers, mostly distinct). Prints a markdown
+section: throughput of both, their ratio (target >= 0.8x), and whether judger's compat="verl" scores
+equal verl's on every response.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import importlib.util
+import json
+import os
+import platform
+import random
+import re
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.path.join(ROOT, "bench", ".cache")
+DATA = os.path.join(ROOT, "..", "shared", "data", "gsm8k_test.jsonl")
+VERL_MEMBER = "verl/utils/reward_score/gsm8k.py"
+
+
+def load_verl_gsm8k() -> tuple[ModuleType, str]:
+    wheels = sorted(glob.glob(os.path.join(CACHE, "verl-*.whl")))
+    if not wheels:
+        sys.exit(
+            "no verl wheel in bench/.cache: run `.venv/bin/pip download verl --no-deps -d bench/.cache/`"
+        )
+    wheel = wheels[-1]
+    target = os.path.join(CACHE, "verl_wheel")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract(VERL_MEMBER, target)
+    path = os.path.join(target, VERL_MEMBER)
+    spec = importlib.util.spec_from_file_location("verl_gsm8k_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, os.path.basename(wheel)
+
+
+def ground_truth_of(answer: str) -> str:
+    # verl's examples/data_preprocess/gsm8k.py
+    return re.search("#### (\\-?[0-9\\.\\,]+)", answer).group(0).split("#### ")[1].replace(",", "")  # type: ignore[union-attr]
+
+
+def with_commas(number: str) -> str:
+    return f"{int(number):,}" if number.lstrip("-").isdigit() else number
+
+
+def build_responses(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in open(DATA, encoding="utf-8")]
+    rng = random.Random(seed)
+    out: list[tuple[str, str]] = []
+    for k in range(n):
+        row = rows[k % len(rows)]
+        gt = ground_truth_of(row["answer"])
+        body = row["answer"].rsplit("####", 1)[0].rstrip()
+        # a distinct preamble per sample so that batch dedup does not make the comparison trivial
+        preamble = f"Let me solve problem {k} step by step (attempt {rng.randrange(10**6)}).\n"
+        kind = rng.random()
+        if kind < 0.35:
+            final = f"#### {gt}"
+        elif kind < 0.45:
+            final = rng.choice(
+                [f"#### {gt}.", f"#### ${with_commas(gt)}", f"#### {gt}.00", f"#### {with_commas(gt)}"]
+            )
+        elif kind < 0.75:
+            wrong = str(int(float(gt)) + rng.choice([-10, -2, -1, 1, 3, 7, 100]))
+            final = f"#### {wrong}"
+        elif kind < 0.9:
+            final = f"The answer is {gt}."
+        else:
+            final = "I am not sure about the final answer."
+        if rng.random() < 0.2:
+            body = body + "\n" + body  # longer than the 300-character window
+        out.append((preamble + body + "\n" + final, gt))
+    return out
+
+
+def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    best, value = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-n", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    from judger import GSM8KJudgerConfig, RolloutState
+
+    verl, wheel = load_verl_gsm8k()
+    pairs = build_responses(args.n)
+    n = len(pairs)
+
+    def run_verl() -> list[float]:
+        score = verl.compute_score
+        return [score(response, gt) for response, gt in pairs]
+
+    def states() -> list[RolloutState]:
+        return [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
+
+    def judge(compat: str | None) -> Callable[[], list[dict[str, Any]]]:
+        judger = GSM8KJudgerConfig(compat=compat).build()
+        batch = states()  # built before timing: the trainer hands states over as they are
+
+        def run() -> list[dict[str, Any]]:
+            done = asyncio.run(judger.batch_judge(batch))
+            return [s.reward for s in done]  # type: ignore[misc]
+
+        return run
+
+    t_verl, verl_scores = best_of(args.repeats, run_verl)
+    t_ours, ours = best_of(args.repeats, judge(None))
+    t_compat, compat = best_of(args.repeats, judge("verl"))
+
+    mismatches = [i for i in range(n) if float(verl_scores[i]) != compat[i]["score"]]
+    fixed = sum(1 for i in range(n) if ours[i]["acc"] and float(verl_scores[i]) != 1.0)
+    lost = sum(1 for i in range(n) if not ours[i]["acc"] and float(verl_scores[i]) == 1.0)
+    verl_correct = sum(1 for s in verl_scores if float(s) == 1.0)
+
+    rate = lambda t: n / t  # noqa: E731
+    print(f"## GSM8K: `GSM8KJudgerConfig().build()` vs verl's gsm8k scorer ({n:,} responses)\n")
+    print(f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; verl scorer from `{wheel}`.")
+    print(f"Best of {args.repeats} runs; judger times cover `await judger.batch_judge(states)` end to end.\n")
+    print("| path | seconds | responses/s | vs verl |")
+    print("|---|---:|---:|---:|")
+    print(f"| verl `gsm8k.compute_score` loop (raw) | {t_verl:.3f} | {rate(t_verl):,.0f} | 1.00x |")
+    print(
+        f"| judger `GSM8KJudgerConfig()` (default) | {t_ours:.3f} | {rate(t_ours):,.0f} | {t_verl / t_ours:.2f}x |"
+    )
+    print(
+        f'| judger `GSM8KJudgerConfig(compat="verl")` | {t_compat:.3f} | {rate(t_compat):,.0f} '
+        f"| {t_verl / t_compat:.2f}x |"
+    )
+    print()
+    print(
+        f'- compat="verl" scores equal to verl\'s: {n - len(mismatches):,} / {n:,} '
+        f"({'all equal' if not mismatches else f'{len(mismatches)} differ, first {mismatches[:5]}'})"
+    )
+    print(
+        f"- verl scores {verl_correct:,} correct; the default mode scores {fixed:,} more correct "
+        f"(`#### 1234.`, `#### $1,234`, `#### 1,234`, `#### 1234.00` forms) and {lost:,} fewer"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""CodeJudgerConfig: run the response's last Python block against JSON tests in the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from judger.base import DEFAULT_MAX_CONCURRENCY, OnError
+from judger.base import JudgerPayload as Payload
+from judger.errors import JudgeTimeoutError
+from judger.execution.sandbox import SandboxLimits
+from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.timeouts import deadline
+
+
+class CodeJudger(ScorerJudger):
+    """A :class:`ScorerJudger` whose samples each run in their own sandboxed subprocess.
+
+    Programs run as asyncio subprocesses (no worker pool in between), at most ``max_parallel`` at a
+    time per event loop; each sample has the judger's ``timeout`` on top of the per-test limits, and
+    a sample that overruns it is failed as a timeout with its process group killed.
+    """
+
+    def __init__(
+        self,
+        judger_name: str,
+        options: dict[str, Any],
+        *,
+        limits: SandboxLimits,
+        max_parallel: int,
+        on_error: OnError = "fail",
+        timeout: float = 300.0,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        from judger.scorers.code import compute_score
+
+        super().__init__(
+            judger_name,
+            compute_score,
+            options,
+            execution="inline",
+            on_error=on_error,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+        )
+        self.limits = limits
+        self.max_parallel = max_parallel
+        self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    def _slots_here(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            # drop the semaphores of closed loops (sync callers run a fresh loop each time)
+            self._slots = {lp: s for lp, s in self._slots.items() if not lp.is_closed()}
+            slots = self._slots[loop] = asyncio.Semaphore(self.max_parallel)
+        return slots
+
+    async def _score_one(self, payload: Payload) -> Any:
+        from judger.scorers.code import score_async
+
+        args, kwargs = self._call_args(payload)
+        kwargs.pop("limits", None)
+        async with self._slots_here():
+            try:
+                async with deadline(self.timeout):
+                    return await score_async(*args, limits=self.limits, **kwargs)
+            except TimeoutError:
+                return JudgeTimeoutError(self.judger_name, self.timeout)
+            except Exception as exc:
+                return exc
+
+    async def _score(self, payloads: Sequence[Payload]) -> list[Any]:
+        return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+
+
+class CodeJudgerConfig(ScorerJudgerConfig):
+    """Code execution against test cases (see :mod:`judger.scorers.code` for the test format).
+
+    The last fenced Python block of the response runs in a sandboxed subprocess (scratch directory,
+    no network, no child processes, memory / CPU / wall / output limits, process group killed at
+    the end) once per test set, restarted after a test that hangs or crashes. ``continuous=True``
+    scores the fraction of tests passed; ``False`` scores all-or-nothing and stops at the first
+    failure. ``compat="verl"`` follows verl's ``prime_code`` scoring rules.
+    """
+
+    judger_name: str = "code"
+    continuous: bool = True
+    max_tests: int | None = Field(None, ge=1, description="score only the first max_tests tests")
+    wall_s: float = Field(10.0, gt=0, description="wall-clock seconds per test")
+    cpu_s: float = Field(10.0, gt=0, description="CPU seconds per test (RLIMIT_CPU)")
+    memory_mb: int = Field(1024, gt=0, description="address-space limit of the program (RLIMIT_AS)")
+    output_mb: int = Field(64, gt=0, description="largest file (stdout included) the program may write")
+    max_parallel: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    timeout: float = Field(300.0, gt=0, description="deadline of one sample (all of its tests), in seconds")
+    execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.code import compute_score
+
+        return compute_score
+
+    def scorer_options(self) -> dict[str, Any]:
+        return {"compat": self.compat, "continuous": self.continuous, "max_tests": self.max_tests}
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(
+            wall_s=self.wall_s, cpu_s=self.cpu_s, memory_mb=self.memory_mb, output_mb=self.output_mb
+        )
+
+    def build_local(self) -> CodeJudger:
+        return CodeJudger(
+            self.judger_name,
+            self.scorer_options(),
+            limits=self.limits(),
+            max_parallel=self.max_parallel,
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+        )

@@ -1,0 +1,54 @@
+"""GEO3KJudgerConfig: Geometry3K, 0.9 accuracy + 0.1 format, on the process pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from judger.presets.base import ScorerFn, ScorerJudgerConfig
+from judger.presets.math import DEFAULT_MATH_TIMEOUT
+
+
+class GEO3KJudgerConfig(ScorerJudgerConfig):
+    """Geometry3K (see :mod:`judger.scorers.geo3k`): ``(1 - format_score) * acc + format_score * format``.
+
+    ``format`` is 1 for ``<think>...</think> ... \\boxed{...}``; ``acc`` grades the last boxed
+    answer. Output ``{"score", "acc", "pred", "format"}``.
+
+    ``compat="verl"`` reproduces verl's ``geo3k`` exactly by grading with ``mathruler`` as verl
+    does (an extra dependency: ``pip install mathruler``). The default mode grades with Math-Verify's
+    equivalence instead and needs nothing more. Both modes run on the process pool (sympy can hang)
+    and check the format in linear time (verl's regex backtracks on long responses).
+    """
+
+    judger_name: str = "hiyouga/geometry3k"
+    timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
+    format_score: float = Field(0.1, ge=0, le=1, description="weight of the format reward")
+    use_boxed: bool = Field(True, description="grade the last \\boxed{} content (False: the whole response)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pick_execution(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "execution" not in data:
+            data = {**data, "execution": "process"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_mathruler(self) -> GEO3KJudgerConfig:
+        if self.compat == "verl":
+            import importlib.util
+
+            if importlib.util.find_spec("mathruler") is None:
+                raise ValueError(
+                    "GEO3K compat='verl' grades with mathruler as verl does: pip install mathruler"
+                )
+        return self
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.geo3k import compute_score
+
+        return compute_score
+
+    def scorer_options(self) -> dict[str, Any]:
+        return {"compat": self.compat, "format_score": self.format_score, "use_boxed": self.use_boxed}

@@ -1,0 +1,56 @@
+"""GSM8KJudgerConfig: ``#### <number>`` answers, scored inline (a regex over 300 characters)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from judger.presets.base import Execution, ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.presets.inline import InlineScorerJudger
+
+
+class GSM8KJudgerConfig(ScorerJudgerConfig):
+    """GSM8K's final-answer check (see :mod:`judger.scorers.gsm8k`).
+
+    ``method="strict"`` needs ``#### <number>``; ``"flexible"`` takes the last number. By default
+    answers are compared as numbers (``#### 1234.``, ``1234.00`` and ``$1,234`` equal ``1234``);
+    ``compat="verl"`` reproduces verl's string comparison exactly. The output is
+    ``{"score", "acc", "pred"}``: ``score`` if correct, ``format_score`` if a wrong answer was found,
+    0 if none was.
+    """
+
+    judger_name: str = "openai/gsm8k"
+    method: Literal["strict", "flexible"] = "strict"
+    format_score: float = Field(0.0, description="score of a well-formed but wrong answer")
+    score: float = Field(1.0, description="score of a correct answer")
+    execution: Execution = "inline"
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.gsm8k import compute_score
+
+        return compute_score
+
+    def scorer_options(self) -> dict[str, Any]:
+        return {
+            "compat": self.compat,
+            "method": self.method,
+            "format_score": self.format_score,
+            "score": self.score,
+        }
+
+    def build_local(self) -> ScorerJudger:
+        from judger.scorers.gsm8k import make_scorer
+
+        if self.execution != "inline":
+            return super().build_local()
+        return InlineScorerJudger(
+            self.judger_name,
+            self.scorer(),
+            self.scorer_options(),
+            execution="inline",
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+            fast_scorer=make_scorer(self.compat, self.method, self.format_score, self.score),
+        )

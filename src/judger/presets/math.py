@@ -1,0 +1,75 @@
+"""MathJudgerConfig: MATH / MATH-500 ``\\boxed{}`` answers, graded for equivalence on the process pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from judger.base import JudgerPayload
+from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.rollout import RolloutState
+
+VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
+"""The data_source names verl scores with ``math_reward``."""
+
+DEFAULT_MATH_TIMEOUT = 10.0
+
+
+def default_execution(data: Any) -> Any:
+    """``execution`` defaults to "process" (killable workers), or "inline" for the pure-regex verl mode."""
+    if isinstance(data, dict) and "execution" not in data:
+        data = {**data, "execution": "inline" if data.get("compat") == "verl" else "process"}
+    return data
+
+
+class MathJudger(ScorerJudger):
+    """A ScorerJudger that finds the boxed answer before dispatch (default mode only).
+
+    Extracting in the calling process is a linear scan; it makes the payload small (a 10 MB
+    response ships a few characters) and lets the batch dedup grade each distinct
+    (answer, label) once, as GRPO groups repeat final answers far more often than whole responses.
+    """
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        payload = super().preprocess(rollout_state)
+        response = payload.get("response")
+        if self.options.get("compat") is None and isinstance(response, str):
+            from judger.scorers.math_boxed import last_boxed
+
+            payload["response"] = last_boxed(response)
+            payload["scorer_kwargs"] = {"extracted": True}
+        return payload
+
+
+class MathJudgerConfig(ScorerJudgerConfig):
+    """MATH-style judging of the last ``\\boxed{}`` answer (see :mod:`judger.scorers.math_reward`).
+
+    Output ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
+
+    ``compat="verl"`` reproduces verl's ``math_reward`` exactly (Hendrycks ``strip_string`` then
+    string equality; runs inline). The default mode differs from verl in that it judges
+    *equivalence* with Math-Verify (``parse`` + ``verify``, gold first) instead of comparing
+    normalised strings, so ``5.0`` vs ``5``, ``0.75`` vs ``\\frac34``, ``\\pi/2`` vs ``\\frac{\\pi}{2}``
+    and ``2\\sqrt2`` vs ``\\sqrt8`` are correct; it reads the last box in any form (``\\fbox{}``,
+    which verl scores 0) and ignores a period inside it (``\\boxed{72.}``); it rejects
+    Math-Verify's tiny-number false positives (``1/2004!`` vs ``1/2006!``); and it runs on the
+    process pool, where a hostile answer (``9^{9^{9^9}}``) is killed at ``timeout`` seconds and
+    reported as a timeout failure instead of hanging the trainer.
+    """
+
+    judger_name: str = "DigitalLearningGmbH/MATH-lighteval"
+    timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pick_execution(cls, data: Any) -> Any:
+        return default_execution(data)
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.math_reward import compute_score
+
+        return compute_score
+
+    def judger_class(self) -> type[ScorerJudger]:
+        return MathJudger

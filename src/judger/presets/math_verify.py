@@ -1,0 +1,85 @@
+"""MathVerifyJudgerConfig: Math-Verify's parse + verify over the whole response, on the process pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from collections.abc import Sequence
+
+from judger.base import JudgerPayload
+from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.presets.math import DEFAULT_MATH_TIMEOUT
+
+
+def _process_by_default(data: Any) -> Any:
+    # both modes run Math-Verify, which can hang: always killable workers unless asked otherwise
+    if isinstance(data, dict) and "execution" not in data:
+        data = {**data, "execution": "process"}
+    return data
+
+
+class MathVerifyJudger(ScorerJudger):
+    """With ``timeout_score`` set (compat="verl"), a sample past its deadline scores that, as in verl."""
+
+    def __init__(self, *args: Any, timeout_score: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeout_score = timeout_score
+
+    async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        results = await super()._score(payloads)
+        if self.timeout_score is None:
+            return results
+        return [
+            {"score": self.timeout_score, "acc": False, "pred": None, "timeout": True}
+            if isinstance(r, TimeoutError)
+            else r
+            for r in results
+        ]
+
+
+class MathVerifyJudgerConfig(ScorerJudgerConfig):
+    """Math-Verify with its recommended reward settings (see :mod:`judger.scorers.math_verify_reward`).
+
+    The label is parsed as ``\\boxed{label}`` (LaTeX extraction), the response with LaTeX and
+    expression extraction, and ``verify(gold, pred)`` decides. Output
+    ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
+
+    ``compat="verl"`` reproduces verl's ``math_verify`` scorer exactly, including its
+    ``signal.alarm`` timeouts (which work here because the pool runs it in a worker's main thread)
+    and ``timeout_score`` for a sample that overruns the deadline (the stuck worker is killed,
+    which verl does not do). The default mode differs in that Math-Verify's
+    alarms are off and the pool's deadline kills a stuck worker instead (a *timeout failure*, not a
+    0 score), a label Math-Verify cannot parse fails the sample instead of scoring 0, and
+    Math-Verify's tiny-number false positives (``1/2004!`` vs ``1/2006!``) are rejected.
+    """
+
+    judger_name: str = "math_verify"
+    timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
+    timeout_score: float = Field(0.0, description="compat='verl': score of a Math-Verify timeout")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pick_execution(cls, data: Any) -> Any:
+        return _process_by_default(data)
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.math_verify_reward import compute_score
+
+        return compute_score
+
+    def judger_class(self) -> type[ScorerJudger]:
+        return MathVerifyJudger
+
+    def build_local(self) -> ScorerJudger:
+        return MathVerifyJudger(
+            self.judger_name,
+            self.scorer(),
+            self.scorer_options(),
+            execution=self.execution,
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+            timeout_score=self.timeout_score if self.compat == "verl" else None,
+        )

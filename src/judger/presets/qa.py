@@ -1,0 +1,34 @@
+"""QAExactMatchJudgerConfig: search-R1 ``<answer>`` exact match, scored inline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from judger.presets.base import Execution, ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.presets.inline import InlineScorerJudger
+
+
+class QAExactMatchJudgerConfig(ScorerJudgerConfig):
+    """Exact match of the last ``<answer>...</answer>`` against any target (see :mod:`judger.scorers.qa`).
+
+    The label is search-R1's ``{"target": [...]}``, a list of answers, or one string. The output is
+    ``{"score", "acc", "pred"}``; ``compat="verl"`` reproduces verl's ``search_r1_like_qa_em``.
+    """
+
+    judger_name: str = "qa_exact_match"
+    format_score: float = Field(0.0, description="score of a wrong answer inside <answer> tags")
+    score: float = Field(1.0, description="score of a correct answer (divided by 4 past 10 answer tags)")
+    execution: Execution = "inline"
+
+    def scorer(self) -> ScorerFn:
+        from judger.scorers.qa import compute_score
+
+        return compute_score
+
+    def scorer_options(self) -> dict[str, Any]:
+        return {"compat": self.compat, "format_score": self.format_score, "score": self.score}
+
+    def judger_class(self) -> type[ScorerJudger]:
+        return InlineScorerJudger

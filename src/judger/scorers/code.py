@@ -1,0 +1,331 @@
+"""Code execution: run the response's last Python block against test cases in the sandbox.
+
+Tests (``ground_truth``, a dict or its JSON text):
+
+- ``{"inputs": [...], "outputs": [...]}``: stdin/stdout programs. Each input (a string, or a list of
+  lines) is the program's stdin; its stdout must match the output. Comparison: lines with outer
+  whitespace stripped and trailing blank lines dropped; failing that, whitespace-separated tokens,
+  where two decimal numbers may differ by 1e-6 (relative or absolute).
+- ``{"inputs": [...], "outputs": [...], "fn_name": "f"}``: call ``f`` (or ``Solution().f``) with each
+  input as the argument list (a JSON list, or a string of one JSON value per line as in APPS/PRIME
+  data); the return value (tuples as lists) must equal the output (a JSON value or its text); an
+  output wrapped in a one-element list also matches its element (APPS convention).
+- ``{"test": "<code>" | [...], "entry_point"?: "f"}``: assert-style tests (HumanEval, MBPP). Each
+  snippet runs in the program's namespace, then ``check(f)`` when ``entry_point`` is given; a test
+  passes when nothing raises.
+
+Scores: ``continuous=True`` gives the fraction of tests passed, ``False`` gives 1.0 only when all
+pass (stopping at the first failure). ``max_tests`` caps how many tests count.
+
+``compat="verl"`` follows verl's ``prime_code`` rules: the code is
+``response.split("```python")[-1].split("```")[0]``; all tests passing scores 1.0, otherwise the
+continuous score is the fraction passed among the first 10 tests (0.0 when not continuous). The test
+harness is ours, so scores can differ from verl's where its harness differs (verl's output
+comparison has more fallbacks; it runs code in-process with ``signal.alarm`` and no sandbox).
+The default extraction also accepts ```` ```py ```` / ```` ```python3 ```` fences, falls back to the
+last unlabelled fenced block, and takes the whole response only when it has no fence at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from judger.execution.sandbox import Mode, SandboxLimits, SandboxResult, TestOutcome, run_sync, run_tests
+
+VERL_CONTINUOUS_TESTS = 10
+_PYTHON_TAGS = frozenset({"python", "python3", "py"})
+_FLOAT_HINT = re.compile(r"[.eE]")
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of each fenced block in order; an unclosed last block runs to the end."""
+    blocks: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return blocks
+        newline = text.find("\n", start)
+        if newline < 0:
+            return blocks
+        words = text[start + 3 : newline].split()
+        end = text.find("```", newline + 1)
+        body = text[newline + 1 :] if end < 0 else text[newline + 1 : end]
+        blocks.append((words[0].lower() if words else "", body))
+        if end < 0:
+            return blocks
+        pos = end + 3
+
+
+def extract_code(response: str, *, compat: Literal["verl"] | None = None) -> str:
+    """The program in ``response`` ("" when there is none)."""
+    if compat == "verl":
+        return response.split("```python")[-1].split("```")[0]
+    blocks = fenced_blocks(response)
+    for wanted in (_PYTHON_TAGS, frozenset({""})):
+        bodies = [body for lang, body in blocks if lang in wanted]
+        if bodies:
+            return bodies[-1]
+    return "" if "```" in response else response
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestSuite:
+    """Parsed test cases: what the child runs (``inputs``) and what we compare to (``expected``)."""
+
+    mode: Mode
+    inputs: list[Any]
+    expected: list[Any]
+    fn_name: str | None = None
+    entry_point: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+def _call_args(raw: Any) -> list[Any]:
+    if isinstance(raw, str):
+        return [json.loads(line) for line in raw.split("\n") if line.strip()]
+    if isinstance(raw, (list, tuple)):
+        return list(raw)
+    return [raw]
+
+
+def _decoded(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _text(raw: Any) -> str:
+    if isinstance(raw, (list, tuple)):
+        return "\n".join(str(x) for x in raw)
+    return raw if isinstance(raw, str) else str(raw)
+
+
+def parse_tests(ground_truth: Any) -> TestSuite:
+    """``ground_truth`` as a :class:`TestSuite`; ValueError says what is wrong with it."""
+    spec = ground_truth
+    if isinstance(spec, (str, bytes)):
+        try:
+            spec = json.loads(spec)
+        except ValueError as exc:
+            raise ValueError(f"code tests must be JSON; could not parse ground_truth: {exc}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"code tests must be a dict (or its JSON), got {type(spec).__name__}")
+    if "test" in spec:
+        snippets = spec["test"]
+        snippets = [snippets] if isinstance(snippets, str) else list(snippets)
+        if not all(isinstance(s, str) for s in snippets):
+            raise ValueError("code tests: 'test' must be source code (a str) or a list of them")
+        return TestSuite("assert", snippets, [None] * len(snippets), entry_point=spec.get("entry_point"))
+    if "inputs" not in spec or "outputs" not in spec:
+        raise ValueError(
+            "code tests need 'inputs' and 'outputs' (and optionally 'fn_name'), or 'test'; "
+            f"got keys {sorted(spec)}"
+        )
+    inputs, outputs = list(spec["inputs"]), list(spec["outputs"])
+    if len(inputs) != len(outputs):
+        raise ValueError(f"code tests: {len(inputs)} inputs but {len(outputs)} outputs")
+    fn_name = spec.get("fn_name")
+    if fn_name:
+        try:
+            args = [_call_args(raw) for raw in inputs]
+        except ValueError as exc:
+            raise ValueError(f"code tests: a call-based input is not JSON: {exc}") from None
+        return TestSuite("call", args, [_decoded(raw) for raw in outputs], fn_name=str(fn_name))
+    return TestSuite("stdin", [_text(raw) for raw in inputs], [_text(raw) for raw in outputs])
+
+
+# --- comparison --------------------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().splitlines()]
+
+
+def _same_token(got: str, want: str) -> bool:
+    if got == want:
+        return True
+    if not (_FLOAT_HINT.search(got) or _FLOAT_HINT.search(want)):
+        return False
+    try:
+        a, b = float(got), float(want)
+    except ValueError:
+        return False
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+
+
+def same_stdout(got: str, want: str) -> bool:
+    """Whether a program's stdout matches the expected text (see the module docstring)."""
+    if _lines(got) == _lines(want):
+        return True
+    got_tokens, want_tokens = got.split(), want.split()
+    return len(got_tokens) == len(want_tokens) and all(map(_same_token, got_tokens, want_tokens))
+
+
+def same_return(got: Any, want: Any, *, compat: Literal["verl"] | None = None) -> bool:
+    """Whether a returned value (JSON-decoded) matches the expected one."""
+    if got == want:
+        return True
+    # APPS wraps outputs in a list; verl accepts the first element of any list
+    return isinstance(want, list) and bool(want) and (compat == "verl" or len(want) == 1) and got == want[0]
+
+
+def _checker(suite: TestSuite, compat: Literal["verl"] | None) -> Any:
+    def check(index: int, report: dict[str, Any]) -> TestOutcome:
+        if report.get("status") != "ok":
+            return TestOutcome("error", str(report.get("error", "")))
+        if suite.mode == "assert":
+            return TestOutcome("passed")
+        if suite.mode == "stdin":
+            ok = same_stdout(str(report.get("stdout", "")), suite.expected[index])
+            return TestOutcome("passed") if ok else TestOutcome("failed", "wrong answer")
+        ok = same_return(report.get("output"), suite.expected[index], compat=compat)
+        return (
+            TestOutcome("passed")
+            if ok
+            else TestOutcome("failed", f"wrong answer: returned {report.get('output')!r:.200}")
+        )
+
+    return check
+
+
+# --- scoring -----------------------------------------------------------------------------------
+
+
+def _decider(n: int, continuous: bool, compat: Literal["verl"] | None) -> Any:
+    verl_window = min(VERL_CONTINUOUS_TESTS, n)
+
+    def decided(outcomes: Sequence[TestOutcome | None]) -> bool:
+        failed = next((i for i, o in enumerate(outcomes) if o is not None and not o.passed), None)
+        if failed is None:
+            return False
+        if not continuous:
+            return True
+        # verl scores the first 10 once anything fails: the rest cannot change the score
+        return compat == "verl" and all(o is not None for o in outcomes[:verl_window])
+
+    return decided
+
+
+def _score(result: SandboxResult, n: int, continuous: bool, compat: Literal["verl"] | None) -> float:
+    if n == 0:
+        return 0.0
+    outcomes = result.outcomes
+    if all(o.passed for o in outcomes):
+        return 1.0
+    if not continuous:
+        return 0.0
+    if compat == "verl":
+        window = outcomes[: min(VERL_CONTINUOUS_TESTS, n)]
+        return sum(o.passed for o in window) / len(window)
+    return result.passed / n
+
+
+def _empty(code: str | None, n: int, status: str, error: str = "") -> dict[str, Any]:
+    return {
+        "score": 0.0,
+        "acc": False,
+        "pred": code or None,
+        "passed": 0,
+        "total": n,
+        "status": status,
+        "error": error,
+        "network": "",
+    }
+
+
+async def score_async(
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    compat: Literal["verl"] | None = None,
+    continuous: bool = True,
+    max_tests: int | None = None,
+    limits: SandboxLimits | None = None,
+) -> dict[str, Any]:
+    """Score one response: ``{"score", "acc", "pred", "passed", "total", "status", "error", "network"}``.
+
+    ``status`` is ``"passed"`` (every test passed), ``"failed"`` or ``"no_code"``; ``error`` is the
+    first failing test's reason ("" if none). Malformed tests raise ValueError: a judge failure,
+    not a wrong answer.
+    """
+    if compat not in (None, "verl"):
+        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
+    suite = parse_tests(ground_truth)
+    if max_tests is not None:
+        suite = TestSuite(
+            suite.mode, suite.inputs[:max_tests], suite.expected[:max_tests], suite.fn_name, suite.entry_point
+        )
+    n = len(suite)
+    code = extract_code(solution_str or "", compat=compat)
+    if not code.strip():
+        return _empty(None, n, "no_code", "no Python code block in the response")
+    if n == 0:
+        return _empty(code, 0, "failed", "no tests")
+    result = await run_tests(
+        code,
+        suite.mode,
+        suite.inputs,
+        _checker(suite, compat),
+        limits=limits,
+        decided=_decider(n, continuous, compat),
+        fn_name=suite.fn_name,
+        entry_point=suite.entry_point,
+    )
+    score = _score(result, n, continuous, compat)
+    first = result.first_failure()
+    return {
+        "score": float(score),
+        "acc": result.passed == n,
+        "pred": code,
+        "passed": result.passed,
+        "total": n,
+        "status": "passed" if result.passed == n else "failed",
+        "error": f"{first.status}: {first.detail}" if first is not None else "",
+        "network": result.network,
+    }
+
+
+def compute_score(
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    compat: Literal["verl"] | None = None,
+    continuous: bool = True,
+    max_tests: int | None = None,
+    wall_s: float = 10.0,
+    cpu_s: float = 10.0,
+    memory_mb: int = 1024,
+    output_mb: int = 64,
+) -> dict[str, Any]:
+    """Synchronous :func:`score_async` (any thread; a private event loop runs the sandbox)."""
+    limits = SandboxLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb, output_mb=output_mb)
+    return run_sync(
+        lambda: score_async(
+            solution_str,
+            ground_truth,
+            extra_info,
+            compat=compat,
+            continuous=continuous,
+            max_tests=max_tests,
+            limits=limits,
+        )
+    )

@@ -1,0 +1,240 @@
+"""GSM8K: the final answer after ``####`` (strict) or the last number (flexible), against a number.
+
+Two modes, chosen by ``compat``:
+
+- ``compat="verl"`` reproduces ``verl.utils.reward_score.gsm8k`` exactly: the last 300 characters,
+  strict regex ``#### (\\-?[0-9\\.\\,]+)`` (last match, commas removed) or flexible regex
+  ``(\\-?[0-9\\.\\,]+)`` (last match that is not ``"."``, nothing removed), then *string* equality
+  with the ground truth: ``score`` if equal, ``format_score`` if an answer was extracted but
+  differs, 0 if none was.
+- ``compat=None`` (default) keeps the same window and the same format requirement (strict still
+  needs ``####`` followed by a number) but fixes verl's false negatives: the answer and the ground
+  truth are compared as *numbers* (exact decimal arithmetic), so ``#### 1234.``, ``#### 1234.00``,
+  ``#### $1,234``, ``#### 1,234`` and ``####1234`` all equal ``1234``; a sentence-final period in
+  flexible mode (``... is 72.``) no longer breaks the match; a ground truth given as ``int`` works.
+  ``pred`` is the canonical number (``"1234"``), so majority voting groups equal answers.
+
+Both return ``{"score": float, "acc": bool, "pred": str | None}``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any, Literal
+
+Method = Literal["strict", "flexible"]
+
+CLIP_CHARS = 300
+
+# verl's patterns, byte for byte
+_VERL_STRICT = re.compile("#### (\\-?[0-9\\.\\,]+)")
+_VERL_FLEXIBLE = re.compile("(\\-?[0-9\\.\\,]+)")
+# ours: any spacing after ####, an optional currency sign, and the number must contain a digit
+_STRICT = re.compile(r"####[ \t]*\$?[ \t]*(-?[ \t]*\$?[0-9.,]*[0-9][0-9.,]*)")
+_FLEXIBLE = re.compile(r"-?\$?[0-9.,]*[0-9][0-9.,]*")
+
+
+def _last_match(pattern: re.Pattern[str], marker: str, text: str, start: int) -> re.Match[str] | None:
+    """The last match of ``pattern`` at or after ``start``; every match begins with ``marker``.
+
+    Equal to ``pattern.findall(text[start:])[-1]`` for these patterns (matches never overlap:
+    the number after the marker cannot contain ``#``), but scans back from the end with ``rfind``
+    instead of collecting every match: the common case is one match, near the end.
+    """
+    end = len(text)
+    while True:
+        at = text.rfind(marker, start, end)
+        if at < 0:
+            return None
+        found = pattern.match(text, at)
+        if found is not None:
+            return found
+        end = at + len(marker) - 1  # the next occurrence must start before ``at``
+
+
+def extract_solution_verl(solution_str: str, method: Method = "strict") -> str | None:
+    """verl's ``extract_solution``: the raw answer string, or None."""
+    start = max(0, len(solution_str) - CLIP_CHARS)
+    if method == "strict":
+        found = _last_match(_VERL_STRICT, "#### ", solution_str, start)
+        return found.group(1).replace(",", "") if found is not None else None
+    if method != "flexible":
+        raise ValueError(f"method must be 'strict' or 'flexible', got {method!r}")
+    matches = _VERL_FLEXIBLE.findall(solution_str, start)
+    if not matches:
+        return None
+    answer = matches[0]
+    # verl walks backwards and keeps the last value it looked at, even when all are "."
+    for answer in reversed(matches):
+        if answer not in ("", "."):
+            break
+    return answer
+
+
+def canonical_number(text: Any) -> str | None:
+    """``text`` as a canonical decimal string (``"1,234.00"`` -> ``"1234"``), or None if not a number."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):
+        return str(text)
+    if isinstance(text, float):
+        text = repr(text)
+    elif not isinstance(text, str):
+        return None
+    return _canonical_text(text)
+
+
+# answers repeat a lot across a batch (and labels always do): parse each distinct text once
+@lru_cache(maxsize=1 << 16)
+def _canonical_text(text: str) -> str | None:
+    if text.isdigit():
+        return text.lstrip("0") or "0"
+    cleaned = _clean(text).rstrip(".")
+    # an exponent in a label could ask int() for a billion digits; GSM8K answers never have one
+    if not cleaned or len(cleaned) > 100 or "e" in cleaned or "E" in cleaned:
+        return None
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
+
+
+def _clean(text: str) -> str:
+    return text.replace(",", "").replace("$", "").replace(" ", "").replace("\t", "")
+
+
+def _normalise(text: str) -> str:
+    """A canonical number when ``text`` is one (``"1.2.3"`` is not: it stays as written)."""
+    number = _canonical_text(text)
+    return number if number is not None else _clean(text)
+
+
+def extract_solution(solution_str: str, method: Method = "strict") -> str | None:
+    """judger's extraction: the answer as a canonical number string, or None if there is none."""
+    start = max(0, len(solution_str) - CLIP_CHARS)
+    if method == "strict":
+        found = _last_match(_STRICT, "####", solution_str, start)
+        return _normalise(found.group(1)) if found is not None else None
+    if method != "flexible":
+        raise ValueError(f"method must be 'strict' or 'flexible', got {method!r}")
+    matches = _FLEXIBLE.findall(solution_str, start)
+    return _normalise(matches[-1]) if matches else None
+
+
+def _label(ground_truth: Any) -> str | None:
+    if ground_truth is None:
+        return None
+    if isinstance(ground_truth, str):
+        number = _canonical_text(ground_truth)
+    else:
+        number = canonical_number(ground_truth)
+    return number if number is not None else _clean(str(ground_truth)).strip()
+
+
+Scorer = Callable[[Any, Any], dict[str, Any]]
+
+
+@lru_cache(maxsize=64)
+def make_scorer(
+    compat: Literal["verl"] | None = None,
+    method: Method = "strict",
+    format_score: float = 0.0,
+    score: float = 1.0,
+) -> Scorer:
+    """``scorer(solution_str, ground_truth) -> dict`` with the options bound (the batch fast path)."""
+    if compat not in (None, "verl"):
+        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
+    if method not in ("strict", "flexible"):
+        raise ValueError(f"method must be 'strict' or 'flexible', got {method!r}")
+    right, wrong = float(score), float(format_score)
+
+    if compat == "verl":
+        if method == "strict":
+            # extract_solution_verl's strict branch inlined: this runs once per sample in a batch
+            match_at = _VERL_STRICT.match
+
+            def verl_strict(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+                start = len(solution_str) - CLIP_CHARS
+                if start < 0:
+                    start = 0
+                at = solution_str.rfind("#### ", start)
+                found = match_at(solution_str, at) if at >= 0 else None
+                if found is None:
+                    found = _last_match(_VERL_STRICT, "#### ", solution_str, start) if at >= 0 else None
+                    if found is None:
+                        return {"score": 0.0, "acc": False, "pred": None}
+                answer = found.group(1).replace(",", "")
+                if answer == ground_truth:
+                    return {"score": right, "acc": True, "pred": answer}
+                return {"score": wrong, "acc": False, "pred": answer}
+
+            return verl_strict
+
+        def verl_scorer(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+            answer = extract_solution_verl(solution_str, method)
+            if answer is None:
+                return {"score": 0.0, "acc": False, "pred": None}
+            if answer == ground_truth:
+                return {"score": right, "acc": True, "pred": answer}
+            return {"score": wrong, "acc": False, "pred": answer}
+
+        return verl_scorer
+
+    if method == "strict":
+        match_at = _STRICT.match
+
+        def strict(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+            if not isinstance(solution_str, str):
+                raise TypeError(
+                    f"gsm8k scorer: the response must be a str, got {type(solution_str).__name__}"
+                )
+            start = len(solution_str) - CLIP_CHARS
+            if start < 0:
+                start = 0
+            at = solution_str.rfind("####", start)
+            found = match_at(solution_str, at) if at >= 0 else None
+            if found is None:
+                found = _last_match(_STRICT, "####", solution_str, start) if at >= 0 else None
+                if found is None:
+                    return {"score": 0.0, "acc": False, "pred": None}
+            answer = _normalise(found.group(1))
+            if answer == _label(ground_truth):
+                return {"score": right, "acc": True, "pred": answer}
+            return {"score": wrong, "acc": False, "pred": answer}
+
+        return strict
+
+    def scorer(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+        if not isinstance(solution_str, str):
+            raise TypeError(f"gsm8k scorer: the response must be a str, got {type(solution_str).__name__}")
+        answer = extract_solution(solution_str, method)
+        if answer is None:
+            return {"score": 0.0, "acc": False, "pred": None}
+        if answer == _label(ground_truth):
+            return {"score": right, "acc": True, "pred": answer}
+        return {"score": wrong, "acc": False, "pred": answer}
+
+    return scorer
+
+
+def compute_score(
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    compat: Literal["verl"] | None = None,
+    method: Method = "strict",
+    format_score: float = 0.0,
+    score: float = 1.0,
+) -> dict[str, Any]:
+    """Score a GSM8K response: ``score`` if correct, ``format_score`` if an answer was found but is
+    wrong, 0 if none was. See the module docstring for what ``compat="verl"`` changes."""
+    return make_scorer(compat, method, format_score, score)(solution_str, ground_truth)

@@ -1,0 +1,115 @@
+"""Finding the final ``\\boxed{...}`` answer in a response.
+
+Two flavours: verl's (kept quirk for quirk, for ``compat="verl"``) and ours, which reads the same
+answers plus the ones verl drops (``\\fbox{}``, ``\\boxed 5`` followed by text, a ``\\boxed{}`` after
+a ``\\boxed 5``), and cleans a sentence-final period inside the box (``\\boxed{72.}``).
+"""
+
+from __future__ import annotations
+
+BOXED = "\\boxed"
+FBOX = "\\fbox"
+
+
+def _brace_match(text: str, start: int) -> int | None:
+    """Index of the ``}`` that brings the brace depth counted from ``start`` back to zero, or None.
+
+    Counting starts at ``start`` itself (not at the first ``{``), as verl does, so a ``}`` met before
+    any ``{`` sends the depth negative and the box never closes.
+    """
+    depth = 0
+    opening, closing = "{", "}"
+    i = start
+    n = len(text)
+    while i < n:
+        # jump between braces: a 10 MB response costs one pass of str.find, not a Python loop per char
+        next_open = text.find(opening, i)
+        next_close = text.find(closing, i)
+        if next_close < 0:
+            return None
+        if 0 <= next_open < next_close:
+            depth += 1
+            i = next_open + 1
+            continue
+        depth -= 1
+        if depth == 0:
+            return next_close
+        i = next_close + 1
+    return None
+
+
+def last_boxed_only_string_verl(text: str) -> str | None:
+    """verl ``math_reward``'s extraction: the last ``\\boxed{...}`` (or ``\\fbox{...}``) with its wrapper.
+
+    If ``"\\boxed "`` (with a space) occurs anywhere, verl returns the text after its last
+    occurrence up to the next ``$`` instead, whatever else follows.
+    """
+    if BOXED + " " in text:
+        return BOXED + " " + text.split(BOXED + " ")[-1].split("$")[0]
+    idx = text.rfind(BOXED)
+    if idx < 0:
+        idx = text.rfind(FBOX)
+        if idx < 0:
+            return None
+    end = _brace_match(text, idx)
+    return None if end is None else text[idx : end + 1]
+
+
+def remove_boxed_verl(boxed: str) -> str:
+    """verl's ``remove_boxed``: the inside of ``\\boxed{...}`` / after ``\\boxed ``; AssertionError otherwise.
+
+    An ``\\fbox{...}`` therefore raises, which verl's scorer turns into a score of 0.
+    """
+    if BOXED + " " in boxed:
+        if not boxed.startswith(BOXED + " "):
+            raise AssertionError(f"box error: {boxed[:100]!r}")
+        return boxed[len(BOXED) + 1 :]
+    if not (boxed.startswith(BOXED + "{") and boxed.endswith("}")):
+        raise AssertionError(f"box error: {boxed[:100]!r}")
+    return boxed[len(BOXED) + 1 : -1]
+
+
+def last_boxed_strict_verl(text: str) -> str | None:
+    """The last ``\\boxed{...}`` (brace matched) with its wrapper, ``\\boxed{`` only (verl's math_dapo)."""
+    idx = text.rfind(BOXED + "{")
+    if idx < 0:
+        return None
+    end = _brace_match(text, idx)
+    return None if end is None else text[idx : end + 1]
+
+
+def _clean(answer: str) -> str:
+    answer = answer.strip()
+    # "\boxed{72.}" ends a sentence inside the box; "\boxed{$5$}" wraps math mode again
+    while answer.endswith((".", "\\.")) and not answer.endswith("..."):
+        answer = answer[:-2] if answer.endswith("\\.") else answer[:-1]
+        answer = answer.rstrip()
+    if len(answer) >= 2 and answer.startswith("$") and answer.endswith("$"):
+        answer = answer.strip("$").strip()
+    return answer
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` / ``\\fbox{...}`` / ``\\boxed x``, cleaned; None if none.
+
+    The last one wins by position, whichever form it takes. An unclosed box gives None.
+    """
+    candidates = [(text.rfind(BOXED), BOXED), (text.rfind(FBOX), FBOX)]
+    idx, macro = max(candidates)
+    if idx < 0:
+        return None
+    rest = idx + len(macro)
+    # "\boxed {5}" and "\boxed{5}" are the same command; "\boxed 5" takes the next token up to "$"
+    j = rest
+    while j < len(text) and text[j] in " \t\n":
+        j += 1
+    if j < len(text) and text[j] == "{":
+        end = _brace_match(text, j)
+        if end is None:
+            return None
+        return _clean(text[j + 1 : end])
+    if j > rest:
+        inner = text[j:].split("$")[0]
+        inner = inner.split("\n")[0]
+        return _clean(inner) or None
+    return None

@@ -1,0 +1,77 @@
+"""Request and response bodies of ``judger serve`` (they make the OpenAPI docs at /docs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class RewardRequest(BaseModel):
+    """The seeds' URL-handler protocol: one sample."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    response: str | None = Field(..., description="the model's response text")
+    label: Any = Field(None, description="the ground truth (reward_model['ground_truth'])")
+    extra_info: dict[str, Any] = Field(default_factory=dict, description="per-sample extra information")
+    data_source: str | dict[str, float] | None = Field(
+        None, description="optional: routes the sample in a composed judger"
+    )
+
+
+class RewardResponse(BaseModel):
+    """The reward dict the judger produced: a numeric ``score`` plus whatever else it reports."""
+
+    model_config = ConfigDict(extra="allow")
+
+    score: float
+
+
+class JudgeFailureBody(BaseModel):
+    judger: str
+    kind: str = Field(..., description="'error' or 'timeout'")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Why a request was not answered with a reward."""
+
+    detail: Any
+    judge_failure: JudgeFailureBody | None = None
+
+
+class GetRewardRequest(BaseModel):
+    """OpenRLHF's remote reward protocol. ``query`` is prompt + response; the response is what
+    follows the prompt when the query starts with it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: list[str] = Field(..., description="full texts: prompt followed by response")
+    prompts: list[str] | None = Field(None, description="the prompt of each query")
+    labels: list[Any] | None = Field(None, description="the ground truth of each query")
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> GetRewardRequest:
+        n = len(self.query)
+        for name in ("prompts", "labels"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"{name} has {len(value)} items but query has {n}; they must match")
+        return self
+
+
+class GetRewardResponse(BaseModel):
+    rewards: list[float | None] = Field(..., description="the score of each query; null where judging failed")
+    scores: list[float | None] = Field(..., description="same as rewards (OpenRLHF uses it for filtering)")
+    extra_logs: dict[str, list[float | None]] = Field(
+        default_factory=dict, description="other numeric reward fields (acc, ...), one list per key"
+    )
+
+
+class HealthResponse(BaseModel):
+    status: str
+    judger: str
+    in_flight: int
+    max_concurrency: int
+    uptime_s: float

@@ -1,0 +1,269 @@
+"""OpenAI-compatible chat endpoints on several hosts: least-loaded choice, failover, lazy model names.
+
+One pooled ``httpx.AsyncClient`` (through :class:`judger.http_client.HttpClient`) serves all hosts.
+Each request goes to the host with the fewest requests in flight among those not cooling down after
+a failure; a failed attempt (connection error, timeout, 429/5xx, malformed reply) is retried with
+backoff on another host. The model name of each host comes from ``GET /v1/models`` on first use,
+asynchronously and once per host (concurrent first requests share one lookup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from judger.errors import HandlerHTTPError, HandlerHTTPTimeout
+from judger.http_client import RETRY_STATUS, HttpClient, backoff_delay
+
+MODELS_PATH = "/v1/models"
+CHAT_PATH = "/v1/chat/completions"
+
+
+def normalize_host(host: str) -> str:
+    """``"10.0.0.5:8000"``, ``"http://h:8000/"`` or ``"http://h:8000/v1"`` -> ``"http://h:8000"``."""
+    url = host.strip()
+    if not url:
+        raise ValueError("empty host in hosts")
+    if "://" not in url:
+        url = "http://" + url
+    url = url.rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+@dataclass(slots=True)
+class HostState:
+    """What the balancer knows about one host."""
+
+    url: str
+    in_flight: int = 0
+    failures: int = 0  # consecutive; reset by a success
+    down_until: float = 0.0  # monotonic time before which the host is avoided
+    model: str | None = None
+    requests: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class ChatReply:
+    """The grader's text and where it came from."""
+
+    text: str
+    host: str
+    model: str
+    finish_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class ChatHostPool:
+    """Send chat completions to the least-loaded healthy host, retrying failures on other hosts.
+
+    ``max_concurrency`` bounds the requests in flight across all hosts (per event loop);
+    ``max_retries`` is the number of extra attempts after the first, each preferably on a host not
+    yet tried for this request. A host that fails is avoided for ``cooldown`` seconds (doubling with
+    consecutive failures, capped at ``backoff_cap``) unless every host is cooling down.
+    """
+
+    def __init__(
+        self,
+        hosts: list[str],
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 5.0,
+        cooldown: float = 1.0,
+        max_concurrency: int = 64,
+    ) -> None:
+        if not hosts:
+            raise ValueError(
+                "hosts is empty: give at least one OpenAI-compatible server, e.g. ['127.0.0.1:8000']"
+            )
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.hosts = [HostState(normalize_host(h)) for h in hosts]
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.cooldown = cooldown
+        self.max_concurrency = max_concurrency
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        # retries are ours (they change host), so the shared client makes exactly one attempt
+        self._http = HttpClient(
+            timeout=timeout, max_retries=0, max_connections=max(max_concurrency, 8), headers=headers
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._lookups: dict[str, asyncio.Future[str]] = {}
+
+    # --- per-loop state --------------------------------------------------------------------------
+
+    def _bind(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._sem is None:
+            # asyncio primitives belong to one loop; each asyncio.run() gets fresh ones
+            self._loop = loop
+            self._sem = asyncio.Semaphore(self.max_concurrency)
+            self._lookups = {}
+        return self._sem
+
+    # --- balancing -------------------------------------------------------------------------------
+
+    def pick(self, tried: set[str]) -> HostState:
+        """The least-loaded host that is not cooling down, preferring hosts not in ``tried``."""
+        now = time.monotonic()
+        fresh = [h for h in self.hosts if h.url not in tried] or self.hosts
+        healthy = [h for h in fresh if h.down_until <= now]
+        if not healthy:
+            return min(fresh, key=lambda h: (h.down_until, h.in_flight))
+        least = min(h.in_flight for h in healthy)
+        return random.choice([h for h in healthy if h.in_flight == least])
+
+    def _failed(self, host: HostState) -> None:
+        host.failures += 1
+        host.errors += 1
+        delay = min(self.backoff_cap, self.cooldown * 2 ** (host.failures - 1))
+        host.down_until = time.monotonic() + delay
+
+    @staticmethod
+    def _succeeded(host: HostState) -> None:
+        host.failures = 0
+        host.down_until = 0.0
+
+    # --- model discovery -------------------------------------------------------------------------
+
+    async def model_for(self, host: HostState) -> str:
+        """The model to name in requests to ``host``: the configured one, or the first it lists."""
+        if self.model:
+            return self.model
+        if host.model:
+            return host.model
+        pending = self._lookups.get(host.url)
+        if pending is None or (pending.done() and (pending.cancelled() or pending.exception() is not None)):
+            pending = asyncio.ensure_future(self._discover(host))
+            self._lookups[host.url] = pending
+        # shield: one caller's deadline must not cancel the lookup the others are waiting on
+        return await asyncio.shield(pending)
+
+    async def _discover(self, host: HostState) -> str:
+        url = host.url + MODELS_PATH
+        resp = await self._http.client().get(url)
+        if resp.status_code >= 400:
+            raise _AttemptError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]!r}", resp)
+        try:
+            model = resp.json()["data"][0]["id"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _AttemptError(f"GET {url}: no model id in reply {resp.text[:200]!r}") from exc
+        host.model = str(model)
+        return host.model
+
+    # --- requests --------------------------------------------------------------------------------
+
+    async def chat(self, messages: list[dict[str, Any]], **params: Any) -> ChatReply:
+        """POST ``/v1/chat/completions`` and return the first choice's text."""
+        sem = self._bind()
+        tried: set[str] = set()
+        last = ""
+        timed_out = False
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            attempts = attempt + 1
+            host = self.pick(tried)
+            tried.add(host.url)
+            retry_after: str | None = None
+            async with sem:
+                host.in_flight += 1
+                host.requests += 1
+                try:
+                    reply = await self._attempt(host, messages, params)
+                except _AttemptError as exc:
+                    self._failed(host)
+                    last, timed_out = str(exc), exc.timed_out
+                    if timed_out and len(tried) >= len(self.hosts):
+                        # every host was tried and this one took the request but stayed silent:
+                        # resending it would only add load to a grader that is already behind
+                        break
+                    if exc.response is not None:
+                        code = exc.response.status_code
+                        if code == 404 and self.model is None:
+                            host.model = None  # the server may now serve another model: look again
+                        elif code not in RETRY_STATUS:
+                            raise HandlerHTTPError(f"{last} (not retried)") from None
+                        retry_after = exc.response.headers.get("retry-after")
+                else:
+                    self._succeeded(host)
+                    return reply
+                finally:
+                    host.in_flight -= 1
+            if attempt < self.max_retries:
+                await asyncio.sleep(backoff_delay(attempt, self.backoff_base, self.backoff_cap, retry_after))
+        where = ", ".join(sorted(tried))
+        message = f"chat completion failed after {attempts} attempts on {where}; last: {last}"
+        raise (HandlerHTTPTimeout if timed_out else HandlerHTTPError)(message)
+
+    async def _attempt(
+        self, host: HostState, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> ChatReply:
+        url = host.url + CHAT_PATH
+        try:
+            model = await self.model_for(host)
+            resp = await self._http.client().post(url, json={"model": model, "messages": messages, **params})
+        except httpx.TimeoutException as exc:
+            raise _AttemptError(
+                f"{url}: timeout after {self.timeout:g} s ({type(exc).__name__})", timed_out=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise _AttemptError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code >= 400:
+            raise _AttemptError(f"POST {url}: HTTP {resp.status_code}: {resp.text[:200]!r}", resp)
+        try:
+            body = resp.json()
+            choice = body["choices"][0]
+            text = choice["message"]["content"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise _AttemptError(f"POST {url}: malformed chat completion {resp.text[:200]!r}") from exc
+        return ChatReply(
+            text=text if isinstance(text, str) else "",
+            host=host.url,
+            model=model,
+            finish_reason=choice.get("finish_reason"),
+            usage=body.get("usage") or {},
+        )
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per host: requests sent, failed attempts, in flight now, consecutive failures, model."""
+        return {
+            h.url: {
+                "requests": h.requests,
+                "errors": h.errors,
+                "in_flight": h.in_flight,
+                "failures": h.failures,
+                "model": h.model,
+            }
+            for h in self.hosts
+        }
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class _AttemptError(Exception):
+    """One failed attempt on one host (never escapes ``chat``)."""
+
+    def __init__(
+        self, message: str, response: httpx.Response | None = None, *, timed_out: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.response = response
+        self.timed_out = timed_out

@@ -1,0 +1,278 @@
+"""LLMJudger: grade a response by asking an OpenAI-compatible model, and its config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from judger.base import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIMEOUT,
+    Judger,
+    JudgerOutput,
+    JudgerOutputBatch,
+    JudgerPayload,
+    JudgerPayloadBatch,
+    OnError,
+    PayloadResult,
+    gather_bounded,
+)
+from judger.config import JudgerConfig
+from judger.failure import JudgeFailure
+from judger.rollout import RolloutState, Status
+from judger.verifiers.hosts import ChatHostPool
+from judger.verifiers.prompts import GRADER_PROMPT, check_template, render_prompt
+from judger.verifiers.truncation import STRIP_TOKENS, cut_response
+from judger.verifiers.verdicts import VerdictParseError, VerdictParser, resolve_parser
+
+DEFAULT_VERDICT_SCORES: dict[str, float] = {"A": 1.0, "B": -1.0, "C": -1.0}
+DEFAULT_VERDICT_NAMES: dict[str, str] = {"A": "correct", "B": "incorrect", "C": "invalid"}
+SKIPPED = "skipped"
+
+
+class LLMJudger(Judger):
+    """Ask a grader model whether ``response`` answers ``question`` as ``label`` does.
+
+    The reply is read by ``verdict_parser`` into a verdict key (e.g. "A"), which ``verdict_scores``
+    maps to the score and ``verdict_names`` to the recorded verdict ("correct", "incorrect",
+    "invalid"). A reply with no verdict, or a verdict with no score, raises
+    :class:`~judger.verifiers.verdicts.VerdictParseError`: a judge failure, never a silent score.
+
+    A sample whose status is not COMPLETED, or whose response is None, is not sent to the grader: it
+    scores ``skip_score`` with ``verdict="skipped"`` and ``skip_reason`` saying why (as XTuner).
+
+    Every reward holds ``score``, ``acc`` (the verdict is in ``correct_verdicts``), ``verdict`` and
+    ``judge_reply`` (the grader's raw text).
+    """
+
+    def __init__(
+        self,
+        judger_name: str = "llm_judger",
+        *,
+        hosts: list[str],
+        prompt_template: str = GRADER_PROMPT,
+        system_prompt: str | None = None,
+        verdict_parser: VerdictParser | str | None = None,
+        verdict_pattern: str | None = None,
+        verdict_scores: dict[str, float] | None = None,
+        verdict_names: dict[str, str] | None = None,
+        correct_verdicts: Sequence[str] = ("A",),
+        skip_score: float = -1.0,
+        model: str | None = None,
+        api_key: str | None = None,
+        request_timeout: float = 30.0,
+        max_retries: int = 3,
+        retry_backoff: float = 0.2,
+        sampling_params: dict[str, Any] | None = None,
+        finish_words: Sequence[str] = (),
+        max_response_lines: int | None = None,
+        max_response_chars: int | None = None,
+        on_error: OnError = "fail",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
+        self.prompt_template = check_template(prompt_template)
+        self.system_prompt = system_prompt
+        self.parse_verdict = resolve_parser(verdict_parser, verdict_pattern)
+        self.verdict_scores = dict(verdict_scores if verdict_scores is not None else DEFAULT_VERDICT_SCORES)
+        self.verdict_names = dict(verdict_names if verdict_names is not None else DEFAULT_VERDICT_NAMES)
+        self.correct_verdicts = frozenset(correct_verdicts)
+        self.skip_score = float(skip_score)
+        self.sampling_params = {"temperature": 0.0, **(sampling_params or {})}
+        self.finish_words = tuple(finish_words)
+        self.max_response_lines = max_response_lines
+        self.max_response_chars = max_response_chars
+        # no network here: model names are looked up on the first request, in the event loop
+        self.pool = ChatHostPool(
+            hosts,
+            model=model,
+            api_key=api_key,
+            timeout=request_timeout,
+            max_retries=max_retries,
+            backoff_base=retry_backoff,
+            max_concurrency=max_concurrency,
+        )
+
+    # --- payload contract ------------------------------------------------------------------------
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        message = rollout_state.message
+        question = message[-1].get("content") if message else None
+        return {
+            "question": question
+            if isinstance(question, str)
+            else ("" if question is None else str(question)),
+            "response": rollout_state.response,
+            "label": rollout_state.ground_truth,
+            "status": rollout_state.status.value,
+        }
+
+    def build_messages(self, payload: JudgerPayload) -> list[dict[str, str]]:
+        """The chat messages sent to the grader for ``payload``."""
+        response = cut_response(
+            payload.get("response") or "",
+            self.finish_words,
+            self.max_response_lines,
+            self.max_response_chars,
+            STRIP_TOKENS,
+        )
+        label = payload.get("label")
+        prompt = render_prompt(
+            self.prompt_template,
+            question=payload.get("question") or "",
+            gold_answer="" if label is None else str(label),
+            response=response,
+        )
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        messages.append({"role": "user", "content": prompt})
+        return messages
+
+    def skip_reason(self, payload: JudgerPayload) -> str | None:
+        status = payload.get("status", Status.COMPLETED)
+        if Status(status) is not Status.COMPLETED:
+            return f"status is {Status(status).value}, not completed"
+        if payload.get("response") is None:
+            return "response is None"
+        return None
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
+        if isinstance(payload, list):
+            results = await self.run_payloads(payload)
+            for result in results:
+                if isinstance(result, JudgeFailure):
+                    raise result.to_exception()
+            return results  # type: ignore[return-value]
+        return await self._grade(payload)
+
+    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        # one request per sample under its own deadline: a batch-level call that failed would
+        # otherwise be replayed sample by sample and double the grader's load
+        return await gather_bounded(
+            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+        )
+
+    async def _grade(self, payload: JudgerPayload) -> JudgerOutput:
+        reason = self.skip_reason(payload)
+        if reason is not None:
+            return {
+                "score": self.skip_score,
+                "acc": False,
+                "verdict": SKIPPED,
+                "judge_reply": None,
+                "skip_reason": reason,
+            }
+        reply = await self.pool.chat(self.build_messages(payload), **self.sampling_params)
+        return self.read_verdict(reply.text)
+
+    def read_verdict(self, reply: str) -> JudgerOutput:
+        """The reward for a grader reply; raises VerdictParseError when it holds no known verdict."""
+        key = self.parse_verdict(reply)
+        if key is None or key not in self.verdict_scores:
+            known = "/".join(self.verdict_scores)
+            raise VerdictParseError(
+                f"judger {self.judger_name!r}: no verdict ({known}) in the grader's reply {reply[:200]!r}"
+            )
+        return {
+            "score": float(self.verdict_scores[key]),
+            "acc": key in self.correct_verdicts,
+            "verdict": self.verdict_names.get(key, key),
+            "judge_reply": reply[:200],
+        }
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+class LLMVerifierFields(JudgerConfig):
+    """Fields every LLM verifier config shares: where the grader is and how to call it."""
+
+    hosts: list[str] = Field(
+        ..., min_length=1, description="OpenAI-compatible servers, e.g. ['10.0.0.5:8000']"
+    )
+    model: str | None = Field(None, description="model name to request; None: the first id of GET /v1/models")
+    api_key: str | None = Field(None, description="sent as 'Authorization: Bearer <api_key>'")
+    max_retries: int = Field(
+        3, ge=0, description="extra attempts after the first, each on another host if any"
+    )
+    retry_backoff: float = Field(0.2, ge=0, description="base of the exponential backoff between attempts, s")
+    temperature: float = 0.0
+    max_tokens: int | None = Field(None, ge=1, description="tokens the grader may generate")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="extra fields of each chat request")
+    skip_score: float = Field(-1.0, description="score of samples not COMPLETED or without a response")
+
+    @field_validator("hosts")
+    @classmethod
+    def _check_hosts(cls, value: list[str]) -> list[str]:
+        if any(not isinstance(h, str) or not h.strip() for h in value):
+            raise ValueError("every host must be a non-empty string such as '127.0.0.1:8000'")
+        return value
+
+    def _sampling(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"temperature": self.temperature, **self.extra_body}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        return params
+
+    def _common(self) -> dict[str, Any]:
+        return {
+            "hosts": list(self.hosts),
+            "model": self.model,
+            "api_key": self.api_key,
+            "request_timeout": self.request_timeout,
+            "max_retries": self.max_retries,
+            "retry_backoff": self.retry_backoff,
+            "sampling_params": self._sampling(),
+            "skip_score": self.skip_score,
+            "on_error": self.on_error,
+            "timeout": self.timeout,
+            "max_concurrency": self.max_concurrency,
+        }
+
+
+class LLMJudgerConfig(LLMVerifierFields):
+    """Any OpenAI-compatible grader: a user prompt template and a verdict parser.
+
+    ``prompt_template`` may use ``{question}``, ``{gold_answer}`` (or ``{label}``) and
+    ``{response}``. The verdict comes from ``verdict_pattern`` (a regex; its first group, or the
+    whole match, of the last match) or ``verdict_parser`` (a function ``reply -> key | None`` or its
+    import string); with neither, CompassVerifier's A/B/C rules apply. ``verdict_scores`` maps each
+    key to a score, ``verdict_names`` to the verdict recorded in the reward.
+    """
+
+    judger_name: str = "llm_judger"
+    prompt_template: str = GRADER_PROMPT
+    system_prompt: str | None = None
+    verdict_pattern: str | None = None
+    verdict_parser: Callable[[str], str | None] | str | None = None
+    verdict_scores: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_VERDICT_SCORES))
+    verdict_names: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_VERDICT_NAMES))
+    correct_verdicts: list[str] = Field(default_factory=lambda: ["A"])
+    finish_words: list[str] = Field(
+        default_factory=list, description="keep only the text after the last of each"
+    )
+    max_response_lines: int | None = Field(None, ge=1)
+    max_response_chars: int | None = Field(None, ge=1)
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _check_template(cls, value: str) -> str:
+        return check_template(value)
+
+    def build_local(self) -> LLMJudger:
+        return LLMJudger(
+            self.judger_name,
+            prompt_template=self.prompt_template,
+            system_prompt=self.system_prompt,
+            verdict_parser=self.verdict_parser,
+            verdict_pattern=self.verdict_pattern,
+            verdict_scores=self.verdict_scores,
+            verdict_names=self.verdict_names,
+            correct_verdicts=self.correct_verdicts,
+            finish_words=self.finish_words,
+            max_response_lines=self.max_response_lines,
+            max_response_chars=self.max_response_chars,
+            **self._common(),
+        )
