@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 example: $(STAMP)
-	$(BIN)/judger score src/judger/data/math_rollouts.jsonl --examples 1
+	$(BIN)/judger score src/judger/data/math_rollouts_dev.jsonl --examples 1
 
 test: $(STAMP)
 	$(BIN)/pytest -q

@@ -3,9 +3,11 @@
     .venv/bin/python bench/bench_ray_pool.py [--n 2000] [--workers 2] [--ms 2.0] [--repeat 3]
 
 Prints a markdown section. Both sides score the same prebuilt RolloutStates with the same handler;
-the handler's loop count is calibrated in this process to take ``--ms`` per call. The pool is built
+the handler's loop count is calibrated in this process to take ``--ms`` of CPU per call. The pool is built
 and warmed up (actors started, first batch run) before timing: start-up is reported separately.
 Times are the median of ``--repeat`` runs, alternating local and pool so machine noise hits both.
+"CPU ms / sample" is CPU time (driver process, plus the actors for the pool) per sample: unlike
+wall time it does not depend on what else the machine is running.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ def burn(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, Any
 
 
 def calibrate(ms: float) -> int:
+    """Loop count for ``ms`` of CPU time (process time, so other load on the machine does not skew it)."""
     loops = 10_000
     while True:
-        start = time.perf_counter()
+        start = time.process_time()
         burn("", "", {"loops": loops})
-        took = time.perf_counter() - start
-        if took > 0.02:
+        took = time.process_time() - start
+        if took > 0.05:
             return max(1, int(loops * (ms / 1000) / took))
         loops *= 2
 
@@ -52,14 +55,22 @@ def states(n: int) -> list[RolloutState]:
     ]
 
 
-def timed(judger: Any, batch: list[RolloutState]) -> float:
-    async def go() -> None:
-        out = await judger.batch_judge(batch)
-        assert all(s.reward is not None for s in out), "a sample failed"
+def timed(judger: Any, batch: list[RolloutState]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (this process plus the pool's actors) of one batch_judge."""
 
-    start = time.perf_counter()
-    asyncio.run(go())
-    return time.perf_counter() - start
+    async def actor_cpu() -> float:
+        replicas = getattr(judger, "replicas", None) or ([judger] if hasattr(judger, "actor_stats") else [])
+        return sum([(await r.actor_stats())["cpu_s"] for r in replicas])
+
+    async def go() -> tuple[float, float]:
+        cpu0, actors0 = time.process_time(), await actor_cpu()
+        start = time.perf_counter()
+        out = await judger.batch_judge(batch)
+        wall = time.perf_counter() - start
+        assert all(s.reward is not None for s in out), "a sample failed"
+        return wall, time.process_time() - cpu0 + await actor_cpu() - actors0
+
+    return asyncio.run(go())
 
 
 def main() -> None:
@@ -70,6 +81,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
+    load_before = os.getloadavg()[0]
     loops = calibrate(args.ms)
     cfg = JudgerConfig(judger_name="burn", reward_handler=burn, extra_info={"loops": loops})
     local = cfg.build()
@@ -79,31 +91,37 @@ def main() -> None:
     ).build()
     built = time.perf_counter() - start
     timed(pool, states(200))  # warm-up: actor event loops, thread pools, Ray connections
-    one = timed(local, states(200)) / 200
+    one = timed(local, states(200))[1] / 200
 
-    local_times, pool_times = [], []
+    local_runs, pool_runs = [], []
     for _ in range(args.repeat):
-        local_times.append(timed(local, states(args.n)))
-        pool_times.append(timed(pool, states(args.n)))
+        local_runs.append(timed(local, states(args.n)))
+        pool_runs.append(timed(pool, states(args.n)))
     pool.close()
     local.close()
 
+    local_times, pool_times = [w for w, _ in local_runs], [w for w, _ in pool_runs]
     t_local, t_pool = statistics.median(local_times), statistics.median(pool_times)
+    cpu_local = statistics.median(c for _, c in local_runs) / args.n * 1000
+    cpu_pool = statistics.median(c for _, c in pool_runs) / args.n * 1000
     title = f"{args.n} samples, ~{args.ms:g} ms pure-Python scorer, {os.cpu_count()} CPUs"
     print(f"### Ray pool vs local ({title})\n")
-    print("| judger | median s | samples / s | speed-up |")
-    print("|---|---:|---:|---:|")
-    print(f"| local NativeJudger (threads) | {t_local:.2f} | {args.n / t_local:.0f} | 1.00x |")
+    print("| judger | median s | samples / s | speed-up | CPU ms / sample |")
+    print("|---|---:|---:|---:|---:|")
+    print(
+        f"| local NativeJudger (threads) | {t_local:.2f} | {args.n / t_local:.0f} | 1.00x | {cpu_local:.2f} |"
+    )
     print(
         f"| JudgerPool, {args.workers} workers x 1 CPU | {t_pool:.2f} | {args.n / t_pool:.0f} | "
-        f"{t_local / t_pool:.2f}x |"
+        f"{t_local / t_pool:.2f}x | {cpu_pool:.2f} |"
     )
     runs_local = ", ".join(f"{t:.2f}" for t in local_times)
     runs_pool = ", ".join(f"{t:.2f}" for t in pool_times)
     print(
-        f"\nScorer: {loops} loop iterations = {one * 1000:.2f} ms per sample through the local judger. "
+        f"\nScorer: {loops} loop iterations = {one * 1000:.2f} CPU ms per sample through the local judger. "
         f"Runs: local {runs_local} s; pool {runs_pool} s. "
-        f"Building the pool (Ray start + {args.workers} actors) took {built:.1f} s, not counted."
+        f"Building the pool (Ray start + {args.workers} actors) took {built:.1f} s, not counted. "
+        f"1-minute load average before / after: {load_before:.1f} / {os.getloadavg()[0]:.1f}."
     )
 
 

@@ -29,15 +29,6 @@ from judger.base import BaseJudger
 from judger.rollout import RolloutState, Status
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
-_GENERATED_FIELDS = (
-    "response",
-    "response_ids",
-    "logprobs",
-    "finish_reason",
-    "response_mask",
-    "prompt_ids",
-    "status",
-)
 
 
 class SingleTurnAgentLoopConfig(BaseModel):
@@ -289,7 +280,7 @@ class SingleTurnAgentLoop:
         if isinstance(result, RolloutState) and result is not state:
             state.__dict__.update(result.__dict__)
         elif isinstance(result, dict):
-            unknown = set(result) - set(_GENERATED_FIELDS) - {"extra_fields"}
+            unknown = set(result) - set(RolloutState.model_fields)
             if unknown:
                 state.status = Status.FAILED
                 state.error_msg = f"generate returned unknown fields {sorted(unknown)}"
@@ -301,14 +292,16 @@ class SingleTurnAgentLoop:
                     setattr(state, key, Status(value) if key == "status" else value)
         if state.status == Status.INIT:
             state.status = Status.from_finish_reason(state.finish_reason)
+            if state.status == Status.FAILED and state.error_msg is None:
+                state.error_msg = f"generation ended with finish_reason={state.finish_reason!r}"
         return state
 
     def _copies(self, prompt: RolloutState | Sequence[RolloutState]) -> list[RolloutState]:
         if isinstance(prompt, RolloutState):
-            group_id = prompt.group_id
+            # shallow copies: the prompt is shared read-only, what a sample writes is its own
             return [
                 prompt.model_copy(
-                    update={"group_id": group_id, "extra_fields": dict(prompt.extra_fields)}, deep=False
+                    update={"message": list(prompt.message), "extra_fields": dict(prompt.extra_fields)}
                 )
                 for _ in range(self.config.group_size)
             ]

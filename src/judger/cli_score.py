@@ -1,8 +1,9 @@
 """`judger score`: score a rollouts file and report per data_source.
 
 Exit codes: 0 every row read and every sample judged; 1 some input rows could not be read (the rest
-were scored); 2 nothing could be scored (unreadable file, bad config); 3 some samples failed to be
-judged (error or timeout; see the table).
+were scored); 2 nothing could be scored (unreadable file, bad config), scoring stopped on an
+exception, or the output could not be written; 3 some samples failed to be judged (error or
+timeout; see the table).
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="samples scored concurrently: sets max_concurrency of the judger and each branch, and the "
-        "size of the shared worker-process pool when the scorers run in processes",
+        help="parallelism: max_concurrency of the judger and of each branch (async and HTTP handlers, "
+        "LLM verifiers), and the number of worker processes of process-run scorers (math, code)",
     )
     parser.add_argument("--examples", type=int, default=0, metavar="K", help="show K samples per data_source")
     parser.add_argument(
@@ -87,6 +88,25 @@ def _is_config(obj: Any) -> bool:
     return isinstance(obj, (JudgerConfig, ComposedJudgerConfig, BaseJudger))
 
 
+def _importable_as(path: Any, name: str) -> bool:
+    """Whether ``name`` can be this file's module name without hiding another module."""
+    import importlib.util
+    from pathlib import Path
+
+    if not name.isidentifier():
+        return False
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return False
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return found is None or (
+        found.origin is not None and Path(found.origin).resolve() == Path(path).resolve()
+    )
+
+
 def _load_file(path_text: str) -> Any:
     import importlib.util
     from pathlib import Path
@@ -97,7 +117,8 @@ def _load_file(path_text: str) -> Any:
         raise ConfigError(f"config file {path} does not exist")
     # register the file as an importable module (its folder on sys.path): functions defined in it then
     # pickle by reference, so worker processes and Ray actors can load them too
-    module_name = path.stem if path.stem.isidentifier() and path.stem not in sys.modules else None
+    # ... under its own name only when that shadows nothing importable (a "ray.py" must not hide Ray)
+    module_name = path.stem if _importable_as(path, path.stem) else None
     module_name = module_name or f"_judger_config_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -209,15 +230,20 @@ def _size_process_pool(workers: int) -> None:
         return
     configure = getattr(process_pool, "configure_shared_pool", None)
     if callable(configure):
-        configure(workers=workers)
+        configure(**{**dict(getattr(process_pool, "_shared_options", {})), "workers": workers})
 
 
 def _close_shared_pool() -> None:
     """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
     module = sys.modules.get("judger.execution.process_pool")
+    close = getattr(module, "close_shared_pool", None)
+    if callable(close):
+        close()
+        return
     configure = getattr(module, "configure_shared_pool", None)
     if callable(configure):
-        configure()  # closes the running shared pool; the command is done with it
+        # re-applying the current options closes the running pool and keeps what others configured
+        configure(**dict(getattr(module, "_shared_options", {})))
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -275,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
     from judger.io import InputError, read_rollouts, write_rollouts
     from judger.metrics import compute_validation_metrics
     from judger.report import examples, render_examples, render_summary, summarize
+    from judger.rollout import Status
 
     err = Console(stderr=True)
     # piped output is read by people too: do not squeeze the table into 80 columns
@@ -304,13 +331,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
 
     states = rollouts.states
+    # only finished rollouts are judged, as the agent loop does; the others are reported as skipped
+    to_judge = [s for s in states if s.status == Status.COMPLETED]
     show_progress = not args.no_progress
     start = time.perf_counter()
 
     async def main() -> None:
         try:
             if not show_progress:
-                await score_states(judger, states, args.batch_size)
+                await score_states(judger, to_judge, args.batch_size)
                 return
             with Progress(
                 TextColumn("scoring"),
@@ -320,8 +349,8 @@ def run(args: argparse.Namespace) -> int:
                 console=err,
                 transient=True,
             ) as bar:
-                task = bar.add_task("scoring", total=len(states))
-                await score_states(judger, states, args.batch_size, lambda n: bar.advance(task, n))
+                task = bar.add_task("scoring", total=len(to_judge))
+                await score_states(judger, to_judge, args.batch_size, lambda n: bar.advance(task, n))
         finally:
             await judger.aclose()
             _close_shared_pool()
@@ -331,6 +360,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _say("judger score: interrupted")
         return 130
+    except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
+        _say(f"judger score: scoring stopped: {type(exc).__name__}: {exc}")
+        return EXIT_UNUSABLE
     elapsed = time.perf_counter() - start
 
     summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=rollouts.errors)
@@ -338,12 +370,13 @@ def run(args: argparse.Namespace) -> int:
     if rollouts.errors:
         summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in rollouts.errors]
     shown = examples(states, args.examples) if args.examples else []
+    write_failed = False
     if args.output:
         try:
             write_rollouts(args.output, states, layout=rollouts.layout)
         except Exception as exc:
-            _say(f"judger score: cannot write {args.output}: {exc}")
-            return EXIT_UNUSABLE
+            _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
+            write_failed = True
     if args.format == "json":
         if shown:
             summary["examples"] = shown
@@ -352,8 +385,10 @@ def run(args: argparse.Namespace) -> int:
         if shown:
             render_examples(shown, out)
         render_summary(summary, out)
-        if args.output:
+        if args.output and not write_failed:
             out.print(f"wrote {len(states)} rows to {args.output}")
+    if write_failed:
+        return EXIT_UNUSABLE
     if rollouts.errors:
         return EXIT_BAD_ROWS
     if summary["failed"] or summary["timed_out"]:

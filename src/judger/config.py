@@ -49,6 +49,7 @@ class JudgerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
     batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
+    num_threads: int | None = Field(None, ge=1, description="worker threads for a sync handler; None: cpus + 4")
     handler_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments of the handler"
     )
@@ -85,6 +86,7 @@ class JudgerConfig(BaseModel):
             max_concurrency=self.max_concurrency,
             batched=self.batched,
             handler_kwargs=self.handler_kwargs,
+            num_threads=self.num_threads,
         )
 
     def build(self) -> Judger:

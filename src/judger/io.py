@@ -180,6 +180,8 @@ def parse_row(row: Any, number: int) -> tuple[list[RolloutState], Layout]:
     if uid is None and "responses" in row:
         uid = f"row-{number}"
     status = _status(row.get("status"))
+    if status == Status.FAILED and row.get("judge_failure"):
+        status = Status.COMPLETED  # failed at judging, not at generation: scoring again retries it
     columns = {k: v for k, v in row.items() if k not in _VERL_COLUMNS and k not in _OUTPUT_COLUMNS}
     states = []
     for i, response in enumerate(responses):

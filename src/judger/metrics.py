@@ -6,13 +6,15 @@ For every data_source, prompt group (uid) and numeric variable, with ``n`` sampl
 - for ``k`` in ``[2, 4, 8, ... < n] + [n]``: ``best@k/mean``, ``best@k/std``, ``worst@k/mean``,
   ``worst@k/std`` from 1000 bootstrap resamples of size ``k`` drawn with replacement, and, when a
   ``pred`` variable exists, ``maj@k/mean`` and ``maj@k/std`` (majority vote on ``pred``, ties to the
-  prediction seen first in the resample, valued as the first resampled sample with that prediction);
+  prediction seen first in the resample, valued as the first resampled sample with that prediction;
+  only in uids where every sample has a prediction and a value of the variable, as verl does);
 - ``pass@k`` for variables whose values are all 0/1: the unbiased estimator
   ``1 - C(n - c, k) / C(n, k)`` (``best@n`` resamples with replacement and is *not* pass@n).
 
-Metrics are then averaged over the uids that have them. Results equal verl's bit for bit for the
-same seed: verl re-seeds NumPy's legacy generator before every (uid, variable, k) resample, so every
-group of size n draws the same index matrix; it is drawn here once per (n, k) from a local
+Metrics are then averaged over the uids that have them. ``None`` values are left out, as verl
+(0.9) does. Results equal verl's bit for bit for the same seed: verl re-seeds NumPy's legacy
+generator before every (uid, variable, k) resample, so every group of size n draws the same index
+matrix; it is drawn here once per (n, k) from a local
 ``np.random.RandomState(seed)`` (the same stream, without touching the global RNG) and applied to
 all groups at once.
 """
@@ -64,6 +66,24 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
 
 
+def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(values as float64 with NaN where missing, present mask)``, or None if not a numeric variable."""
+    try:
+        fast = np.asarray(raw)
+    except ValueError:  # ragged nested values
+        fast = None
+    if fast is not None and fast.ndim == 1 and fast.dtype.kind in "biuf" and len(fast):
+        vals = fast.astype(np.float64)
+        valid = ~np.isnan(vals) if fast.dtype.kind == "f" else np.ones(len(vals), dtype=bool)
+        return (vals, valid) if valid.any() else None
+    values = list(raw)
+    present = [v is not None for v in values]
+    if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
+        return None
+    vals = np.array([float(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
+    return vals, np.asarray(present, dtype=bool)
+
+
 def _hashable(value: Any) -> Hashable:
     try:
         hash(value)
@@ -112,6 +132,8 @@ def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """
     g, n = codes.shape
     b, k = idx.shape
+    if k * k <= 4 * n:
+        return _maj_columns_small_k(codes, idx)
     hits = idx[:, :, None] == np.arange(n)  # (B, k, n): resample position j holds sample s
     multiplicity = hits.sum(axis=1)
     first = hits.argmax(axis=1)
@@ -138,23 +160,42 @@ def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
+def _maj_columns_small_k(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """:func:`_maj_columns` for small resamples: count each position's prediction among the k positions.
+
+    The first position with the top count holds the first-seen top prediction (verl's tie rule).
+    """
+    g = codes.shape[0]
+    b, k = idx.shape
+    out = np.empty((g, b), dtype=np.intp)
+    rows = np.arange(b)[None, :]
+    for chunk in _chunks(g, b * k * k):
+        boot = codes[chunk][:, idx]  # (gc, B, k)
+        counts = (boot[..., :, None] == boot[..., None, :]).sum(axis=-1, dtype=np.int16)
+        out[chunk] = idx[rows, counts.argmax(axis=-1)]
+    return out
+
+
 def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Max and min of every resample ``idx`` (B, k) of every group's values ``group_vals`` (G, n).
 
     A variable with at most two distinct values (acc, a 0/1 or -1/1 score) needs no gather: a
-    resample's best is the high value when it holds any high sample, which one matrix product of
-    "sample present in resample" (B, n) by "sample is high" (n, G) tells for all groups at once.
+    resample's best is the high value when it holds any high sample, which one AND of bit sets
+    ("samples in the resample", "high samples of the group") tells.
     """
     g, n = group_vals.shape
     b, k = idx.shape
-    if len(levels) <= 2:
+    if len(levels) <= 2 and n <= 64:
         lo, hi = float(levels[0]), float(levels[-1])
-        present = (idx[:, :, None] == np.arange(n)).any(axis=1).astype(np.float32)  # (B, n)
-        any_hi = (present @ (group_vals == hi).T.astype(np.float32)) > 0  # (B, G)
-        any_lo = (present @ (group_vals == lo).T.astype(np.float32)) > 0
-        best = np.where(any_hi.T, hi, lo)
-        worst = np.where(any_lo.T, lo, hi)
-        return np.ascontiguousarray(best), np.ascontiguousarray(worst)
+        # n <= 64 samples fit one uint64 bit set: "any high sample in the resample" is one AND per
+        # (group, resample), with no float matrix product (and no BLAS threads spinning for it)
+        weights = np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64))
+        present = np.bitwise_or.reduce(weights[idx], axis=1)  # (B,)
+        hi_bits = np.bitwise_or.reduce(np.where(group_vals == hi, weights, np.uint64(0)), axis=1)  # (G,)
+        lo_bits = np.bitwise_or.reduce(np.where(group_vals == lo, weights, np.uint64(0)), axis=1)
+        any_hi = (hi_bits[:, None] & present[None, :]) != 0  # (G, B)
+        any_lo = (lo_bits[:, None] & present[None, :]) != 0
+        return np.where(any_hi, hi, lo), np.where(any_lo, lo, hi)
     best = np.empty((g, b))
     worst = np.empty((g, b))
     for rows in _chunks(g, b * k):
@@ -164,12 +205,15 @@ def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> 
     return best, worst
 
 
-def _pred_codes(preds: Sequence[Any], matrix: np.ndarray) -> np.ndarray:
-    codes = np.empty(matrix.shape, dtype=np.intp)
-    for r, row in enumerate(matrix.tolist()):
-        seen: dict[Hashable, int] = {}
-        for j, s in enumerate(row):
-            codes[r, j] = seen.setdefault(_hashable(preds[s]), len(seen))
+def _pred_codes(preds: Sequence[Any]) -> np.ndarray:
+    """One integer per sample, equal exactly when the predictions are equal (as dict keys)."""
+    seen: dict[Hashable, int] = {}
+    codes = np.empty(len(preds), dtype=np.intp)
+    for i, pred in enumerate(preds):
+        try:
+            codes[i] = seen.setdefault(pred, len(seen))
+        except TypeError:
+            codes[i] = seen.setdefault(_hashable(pred), len(seen))
     return codes
 
 
@@ -225,7 +269,7 @@ def process_validation_metrics(
     """verl's ``process_validation_metrics(data_sources, sample_uids, infos_dict, seed)``, vectorised.
 
     ``infos_dict`` maps a variable name to one value per sample. A variable is used when its values
-    are numbers (bool counts as 0/1); ``None`` marks a sample without that value (it is left out of
+    are numbers (bool counts as 0/1); ``None`` (or NaN) marks a sample without that value (it is left out of
     that variable's groups); a variable holding any other value (strings such as ``pred``) is skipped.
     ``pass_k=False`` leaves out the pass@k entries, giving exactly verl's metric set.
     """
@@ -241,9 +285,14 @@ def process_validation_metrics(
     ds_of_group_list: list[int] = []
     group_of = np.empty(n_samples, dtype=np.intp)
     for i, (ds, uid) in enumerate(zip(data_sources, sample_uids)):
-        d = ds_index.setdefault(_hashable(ds), len(ds_index))
-        key = (d, _hashable(uid))
-        g = group_index.get(key)
+        try:
+            d = ds_index.setdefault(ds, len(ds_index))
+            key = (d, uid)
+            g = group_index.get(key)
+        except TypeError:  # unhashable data_source or uid
+            d = ds_index.setdefault(_hashable(ds), len(ds_index))
+            key = (d, _hashable(uid))
+            g = group_index.get(key)
         if g is None:
             g = group_index[key] = len(group_index)
             ds_of_group_list.append(d)
@@ -253,19 +302,23 @@ def process_validation_metrics(
     n_groups = len(group_index)
 
     preds = infos_dict.get("pred")
+    pred_codes: np.ndarray | None = None
+    group_sizes = np.bincount(group_of, minlength=n_groups)
+    if preds is not None:
+        # verl votes in a uid only when every sample of it has a prediction
+        missing = np.fromiter((p is None for p in preds), dtype=bool, count=n_samples)
+        all_preds = np.bincount(group_of, weights=missing, minlength=n_groups) == 0
     layouts: dict[bytes, _Layout] = {}
     indices: dict[tuple[int, int], np.ndarray] = {}
     collector = _Collector()
     used_vars: list[str] = []
 
     for var, raw in infos_dict.items():
-        values = list(raw)
-        present = [v is not None for v in values]
-        if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
+        parsed = _numeric(raw)
+        if parsed is None:
             continue
+        vals, valid = parsed
         used_vars.append(var)
-        valid = np.asarray(present, dtype=bool)
-        vals = np.array([float(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
         layout = layouts.get(valid.tobytes())
         if layout is None:
             layout = layouts[valid.tobytes()] = _layout(group_of, valid, n_groups)
@@ -279,7 +332,8 @@ def process_validation_metrics(
                 continue
             collector.add(ds_of_group, gids, var, f"std@{n}", group_vals.std(axis=1))
             correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
-            codes: np.ndarray | None = None
+            # ... and when the variable has a value for every sample of the uid
+            voting = (group_sizes[gids] == n) & all_preds[gids] if preds is not None else None
             for k in bootstrap_sizes(n):
                 idx = indices.get((n, k))
                 if idx is None:
@@ -290,15 +344,15 @@ def process_validation_metrics(
                 collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
                 collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
                 collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1))
-                if preds is not None:
+                if preds is not None and voting.any():
                     cols = layout.maj_cache.get((n, k))
                     if cols is None:
-                        if codes is None:
-                            codes = _pred_codes(preds, matrix)
-                        cols = layout.maj_cache[(n, k)] = _maj_columns(codes, idx)
-                    maj = np.take_along_axis(group_vals, cols, axis=1)
-                    collector.add(ds_of_group, gids, var, f"maj@{k}/mean", maj.mean(axis=1))
-                    collector.add(ds_of_group, gids, var, f"maj@{k}/std", maj.std(axis=1))
+                        if pred_codes is None:
+                            pred_codes = _pred_codes(preds)
+                        cols = layout.maj_cache[(n, k)] = _maj_columns(pred_codes[matrix[voting]], idx)
+                    maj = np.take_along_axis(group_vals[voting], cols, axis=1)
+                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/mean", maj.mean(axis=1))
+                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/std", maj.std(axis=1))
                 if pass_k and correct is not None:
                     table = np.array([pass_at_k(n, c, k) for c in range(n + 1)])
                     collector.add(ds_of_group, gids, var, f"pass@{k}", table[correct])

@@ -30,11 +30,10 @@ def _mean(values: list[float]) -> float | None:
 
 def failure_kind(state: RolloutState) -> str | None:
     """``"error"`` or ``"timeout"`` for a sample that failed to be judged, else None."""
-    if state.status != Status.FAILED:
-        return None
     failure = state.extra_fields.get("judge_failure")
-    kind = failure.get("kind") if isinstance(failure, dict) else None
-    return "timeout" if kind == "timeout" else "error"
+    if state.status != Status.FAILED or not isinstance(failure, dict):
+        return None
+    return "timeout" if failure.get("kind") == "timeout" else "error"
 
 
 def _at_n(var2metric: dict[str, dict[str, float]]) -> dict[str, Any] | None:
@@ -65,10 +64,11 @@ def summarize(
     *,
     bad_rows: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Per data_source: samples, judged, failed, timed_out, mean_score, accuracy, at_n, metrics.
+    """Per data_source: samples, judged, skipped, failed, timed_out, mean_score, accuracy, at_n, metrics.
 
-    Failed samples are counted, not scored: they are left out of the mean score, the accuracy and
-    the @N metrics (a judge that failed is not a wrong answer).
+    Failed samples (the judge raised or timed out) are counted, not scored: they are left out of the
+    mean score, the accuracy and the @N metrics (a judge that failed is not a wrong answer).
+    Skipped samples were not judged at all (rows whose status is not COMPLETED).
     """
     if metrics is None:
         metrics = compute_validation_metrics(states)
@@ -84,6 +84,7 @@ def summarize(
         sources[name] = {
             "samples": len(group),
             "judged": sum(1 for s in group if s.reward is not None),
+            "skipped": sum(1 for s, kind in zip(group, kinds) if s.reward is None and kind is None),
             "failed": kinds.count("error"),
             "timed_out": kinds.count("timeout"),
             "mean_score": _mean(scores),
@@ -92,14 +93,16 @@ def summarize(
             "metrics": var2metric,
         }
     total = len(states)
+    skipped = sum(v["skipped"] for v in sources.values())
     return {
         "samples": total,
         "judged": sum(v["judged"] for v in sources.values()),
+        "skipped": skipped,
         "failed": sum(v["failed"] for v in sources.values()),
         "timed_out": sum(v["timed_out"] for v in sources.values()),
         "bad_rows": len(bad_rows),
         "elapsed_s": round(elapsed_s, 3),
-        "samples_per_s": round(total / elapsed_s, 1) if elapsed_s > 0 else None,
+        "samples_per_s": round((total - skipped) / elapsed_s, 1) if elapsed_s > 0 else None,
         "data_sources": sources,
     }
 
@@ -175,6 +178,8 @@ def render_summary(summary: dict[str, Any], console: Any) -> None:
     suffix = f"@{ns.pop()}" if len(ns) == 1 else "@N"
     rate = summary["samples_per_s"]
     caption = f"{summary['samples']} samples in {summary['elapsed_s']:.1f} s ({_fmt(rate, 1)} samples/s)"
+    if summary["skipped"]:
+        caption += f"; {summary['skipped']} not judged (status not completed)"
     if summary["bad_rows"]:
         caption += f"; {summary['bad_rows']} unreadable input row(s) skipped"
     table = Table(title="judger score", title_justify="left", caption=caption, caption_justify="left")

@@ -29,6 +29,8 @@ class RewardResponse(BaseModel):
 
 
 class JudgeFailureBody(BaseModel):
+    """Which judger failed on the sample, how, and its message."""
+
     judger: str
     kind: str = Field(..., description="'error' or 'timeout'")
     message: str
@@ -62,6 +64,8 @@ class GetRewardRequest(BaseModel):
 
 
 class GetRewardResponse(BaseModel):
+    """OpenRLHF's reply: one reward per query, plus per-key lists for logging."""
+
     rewards: list[float | None] = Field(..., description="the score of each query; null where judging failed")
     scores: list[float | None] = Field(..., description="same as rewards (OpenRLHF uses it for filtering)")
     extra_logs: dict[str, list[float | None]] = Field(
@@ -70,6 +74,8 @@ class GetRewardResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
+    """Liveness, the judger served, and how busy the server is."""
+
     status: str
     judger: str
     in_flight: int

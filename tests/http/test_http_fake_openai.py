@@ -46,7 +46,16 @@ def test_models_chat_and_completions(fake_grader: tuple[FakeOpenAI, str]) -> Non
         url + "/v1/completions", json={"model": "fake-grader", "prompt": "1", "max_tokens": 3}
     ).json()
     assert cut["choices"][0] == {"index": 0, "text": "The", "finish_reason": "length", "logprobs": None}
-    assert fake.chat_requests == 4 and fake.completion_requests == 2 and fake.models_requests == 1
+    ids = [ord(c) for c in "7 * 6 = 42"]
+    for prompt in (ids, [ids, ids]):
+        texts = [
+            c["text"]
+            for c in httpx.post(
+                url + "/v1/completions", json={"model": "fake-grader", "prompt": prompt}
+            ).json()["choices"]
+        ]
+        assert texts == ["The answer is \\boxed{42}"] * (1 if prompt is ids else 2)
+    assert fake.chat_requests == 4 and fake.completion_requests == 4 and fake.models_requests == 1
 
 
 def test_failure_switches(fake_grader: tuple[FakeOpenAI, str]) -> None:

@@ -39,8 +39,8 @@ async def _load(n_requests: int) -> None:
     print(f"{n_requests} requests, concurrency {CONCURRENCY}: {elapsed:.1f} s ({n_requests / elapsed:.0f}/s)")
 
 
-async def test_1000_requests_at_concurrency_64() -> None:
-    await _load(1000)
+async def test_256_requests_at_concurrency_64() -> None:
+    await _load(256)
 
 
 @pytest.mark.slow

@@ -122,13 +122,13 @@ async def test_failover_to_healthy_host(
     (bad, bad_url), (good, good_url) = two_graders
     bad.mode = "error500"
     async with _config(bad_url, good_url).build() as judger:
-        judged = await judger.batch_judge([make_state(f"\\boxed{{{i % 4}}}", "1") for i in range(40)])
+        judged = await judger.batch_judge([make_state(f"\\boxed{{{i}}}", "1") for i in range(40)])
         first_wave = bad.chat_requests
         # the bad host now cools down: the next batch goes to the good host only
-        again = await judger.batch_judge([make_state("\\boxed{1}", "1") for _ in range(20)])
+        again = await judger.batch_judge([make_state(f"\\boxed{{{i}}}", "1") for i in range(100, 120)])
         stats = judger.pool.stats()
     assert all(s.status is not Status.FAILED for s in judged + again)
-    assert [s.reward["acc"] for s in judged if s.reward] == [i % 4 == 1 for i in range(40)]
+    assert [s.reward["acc"] for s in judged if s.reward] == [i == 1 for i in range(40)]
     assert first_wave >= 1 and good.chat_requests == 60
     assert bad.chat_requests == first_wave
     assert stats[normalize_host(bad_url)]["errors"] == bad.chat_requests
@@ -165,9 +165,30 @@ async def test_concurrency_is_bounded(fake_grader: Fake, make_state: Callable[..
     fake, url = fake_grader
     fake.delay = 0.05
     async with _config(url, max_concurrency=4).build() as judger:
-        judged = await judger.batch_judge([make_state("\\boxed{5}", "5") for _ in range(24)])
-    assert all(s.reward and s.reward["acc"] for s in judged)
-    assert 2 <= fake.max_in_flight <= 4
+        judged = await judger.batch_judge([make_state(f"\\boxed{{{i}}}", "5") for i in range(24)])
+    assert [s.reward["acc"] for s in judged if s.reward] == [i == 5 for i in range(24)]
+    assert 2 <= fake.max_in_flight <= 4 and fake.chat_requests == 24
+
+
+async def test_identical_prompts_share_one_request(
+    fake_grader: Fake, make_state: Callable[..., RolloutState]
+) -> None:
+    fake, url = fake_grader
+    # a GRPO group: 8 samples, 3 distinct final answers once cut (the reasoning before </think> goes)
+    group = [make_state(f"<think>try {i}</think>\\boxed{{{i % 3}}}", "1") for i in range(8)]
+    group.append(make_state("\\boxed{1}", "1", status=Status.ABORTED))
+    async with _config(url).build() as judger:
+        judged = await judger.batch_judge(group)
+    assert fake.chat_requests == 3
+    assert [s.reward["verdict"] for s in judged if s.reward] == [
+        *["correct" if i % 3 == 1 else "incorrect" for i in range(8)],
+        "skipped",
+    ]
+    assert judged[1].reward is not judged[4].reward  # equal, but each sample owns its dict
+    fake.reset()
+    async with _config(url, dedup=False).build() as judger:
+        await judger.batch_judge(group[:8])
+    assert fake.chat_requests == 8
 
 
 async def test_stalled_host_times_out_and_fails_over(
@@ -175,12 +196,12 @@ async def test_stalled_host_times_out_and_fails_over(
 ) -> None:
     (stalled, stalled_url), (good, good_url) = two_graders
     stalled.mode = "stall"
-    async with _config(stalled_url, request_timeout=0.3, timeout=10).build() as judger:
+    async with _config(stalled_url, request_timeout=1.0, timeout=10).build() as judger:
         t0 = time.monotonic()
         state = await judger.judge(make_state("\\boxed{5}", "5"))
         assert time.monotonic() - t0 < 5
     assert state.status is Status.FAILED and state.extra_fields["judge_failure"]["kind"] == "timeout"
-    async with _config(stalled_url, good_url, request_timeout=0.3).build() as judger:
+    async with _config(stalled_url, good_url, request_timeout=1.0).build() as judger:
         judger.pool.hosts[1].in_flight = 1  # make the stalled host the first choice
         state = await judger.judge(make_state("\\boxed{5}", "5"))
     assert state.reward is not None and state.reward["acc"] is True and good.chat_requests == 1

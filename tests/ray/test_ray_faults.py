@@ -55,7 +55,8 @@ async def test_hung_actor_hits_the_deadline_and_the_batch_completes(tmp_path: Pa
         assert (tmp_path / "faulted-7").exists(), "the fault was never triggered"
         assert [s.status for s in out].count(Status.FAILED) == 0
         assert [s.reward["score"] for s in out] == [float(i) for i in range(40)]
-        assert sum(s["hung_calls"] for s in pool.worker_stats().values()) == 1
+        stats = pool.worker_stats().values()
+        assert sum(s["hung_calls"] for s in stats) >= 1 and sum(s["kills"] for s in stats) >= 1
         assert 2.0 <= time.monotonic() - started < 30
     finally:
         await pool.aclose()

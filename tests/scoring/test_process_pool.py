@@ -295,6 +295,7 @@ def _actor_classes(ray):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_same_results_inside_threaded_and_async_ray_actors(ray_cluster) -> None:  # type: ignore[no-untyped-def]
     ray = ray_cluster
     threaded_cls, async_cls = _actor_classes(ray)
@@ -307,3 +308,34 @@ def test_same_results_inside_threaded_and_async_ray_actors(ray_cluster) -> None:
     finally:
         for actor in actors:
             ray.kill(actor)
+
+
+def test_deadline_starts_after_the_workers_imports() -> None:
+    # spawn + importing Math-Verify takes far longer than 0.3 s; the call itself does not
+    with ProcessPool(1, start_method="spawn", preload=("math_verify", "no_such_module_x"), timeout=0.3) as p:
+        assert p.run_sync(operator.add, 1, 2) == 3
+        assert p.stats()["max_worker_start_s"] > 0.3
+
+
+def test_workers_are_recycled_and_memory_capped() -> None:
+    with ProcessPool(1, max_tasks_per_worker=2, memory_limit_bytes=2 * 2**30) as p:
+        pids = [p.run_sync(os.getpid) for _ in range(3)]
+        assert pids[0] == pids[1] != pids[2]
+        with pytest.raises(MemoryError):
+            p.run_sync(bytearray, 4 * 2**30)
+        assert p.run_sync(operator.add, 1, 1) == 2
+
+
+def test_configure_shared_pool() -> None:
+    from judger.execution.process_pool import configure_shared_pool
+
+    old = shared_pool()
+    try:
+        configure_shared_pool(workers=1, timeout=0.5)
+        assert old.closed
+        pool = shared_pool()
+        assert (pool.workers, pool.timeout) == (1, 0.5)
+        assert isinstance(pool.map_sync(math.factorial, [((HUGE,), {})])[0], JudgeTimeoutError)
+    finally:
+        configure_shared_pool()
+    assert shared_pool().workers == (os.cpu_count() or 1)

@@ -213,3 +213,20 @@ def test_openai_endpoint_length_finish_and_no_model_listing() -> None:
     assert fake.models_requests == 0
     assert state.response == "The a" and state.finish_reason == "length" and state.status == Status.COMPLETED
     assert state.response_ids is None and state.logprobs is None and state.reward is None
+
+
+async def test_generate_results_are_checked() -> None:
+    async def bogus(state: RolloutState) -> dict[str, Any]:
+        return {"response": "4", "bogus": 1}
+
+    async def nothing(state: RolloutState) -> None:
+        return None
+
+    (bad,) = await SingleTurnAgentLoop(SingleTurnAgentLoopConfig(), bogus, Recorder()).generate_group(
+        prompt()
+    )
+    assert bad.status == Status.FAILED and "unknown fields ['bogus']" in bad.error_msg
+    (empty,) = await SingleTurnAgentLoop(SingleTurnAgentLoopConfig(), nothing, Recorder()).generate_group(
+        prompt()
+    )
+    assert empty.status == Status.FAILED and "finish_reason=None" in empty.error_msg

@@ -233,3 +233,41 @@ def test_default_config_routes_by_data_source_on_bundled_data(tmp_path: Path, ca
     assert verl_acc <= math["accuracy"]  # verl's string compare only adds false negatives
     code, _, err = _score([str(path), "--compat", "verl", "--preset", "math"], capsys)
     assert code == 2 and "--compat applies to the default config only" in err
+
+
+def test_unfinished_rows_are_skipped_and_judge_failures_rescored(
+    write_jsonl, row, tmp_path: Path, exact_match_config: Path, capsys
+) -> None:
+    path = write_jsonl([row("1", "1"), row("1", "1", status="aborted")])
+    code, out, _ = _score([str(path), "-c", str(exact_match_config), "--format", "json"], capsys)
+    summary = json.loads(out)
+    assert code == 0 and summary["skipped"] == 1 and summary["judged"] == 1
+    assert summary["data_sources"]["toy"]["accuracy"] == 1.0
+
+    # a row that failed at judging (as -o writes it) is judged again; one that failed earlier is not
+    judge_failed = row("1", "1", status="failed", judge_failure={"judger": "x", "kind": "timeout"})
+    gen_failed = row("1", "1", status="failed")
+    path = write_jsonl([judge_failed, gen_failed], name="again.jsonl")
+    code, out, _ = _score([str(path), "-c", str(exact_match_config), "--format", "json"], capsys)
+    summary = json.loads(out)
+    assert (summary["judged"], summary["skipped"], summary["failed"]) == (1, 1, 0)
+
+
+def test_raising_judger_and_unwritable_output(
+    toy_file: Path, tmp_path: Path, exact_match_config: Path, capsys
+) -> None:
+    config = tmp_path / "raising_config.py"
+    config.write_text(
+        "from judger import JudgerConfig\n"
+        "def bad(response, label, extra_info):\n"
+        "    raise RuntimeError('no')\n"
+        "judger_config = JudgerConfig(judger_name='bad', reward_handler=bad, on_error='raise')\n"
+    )
+    code, out, err = _score([str(toy_file), "-c", str(config)], capsys)
+    assert code == 2 and "scoring stopped: " in err and "no" in err and out == ""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = _score(
+        [str(toy_file), "-c", str(exact_match_config), "-o", str(blocker / "x.jsonl")], capsys
+    )
+    assert code == 2 and "cannot write" in err and "mean@2" in out  # the summary is still shown

@@ -48,24 +48,34 @@ def reference_metrics(data_sources, uids, infos, seed=42, n_bootstrap=1000, with
     for i, ds in enumerate(data_sources):
         for var, vals in infos.items():
             grouped[ds][uids[i]][var].append(vals[i])
+    # pass@k is for variables that are 0/1 over the whole batch (a -1/1 score is not)
+    binary_vars = {
+        var
+        for var, vals in infos.items()
+        if all(not isinstance(v, str) and float(v) in (0.0, 1.0) for v in vals if v is not None)
+    }
     per_uid: dict = defaultdict(lambda: defaultdict(dict))
     for ds, uid2var in grouped.items():
         for var2vals in uid2var.values():
-            for var, vals in var2vals.items():
-                if isinstance(vals[0], str):
+            preds = var2vals.get("pred")
+            for var, all_vals in var2vals.items():
+                vals = [v for v in all_vals if v is not None]
+                if not vals or isinstance(vals[0], str):
                     continue
+                # verl votes only when every sample of the uid has a prediction and a value
+                has_pred = preds is not None and len(preds) == len(vals) and all(p is not None for p in preds)
                 m: dict[str, Any] = {}
                 n = len(vals)
                 m[f"mean@{n}"] = np.mean(vals)
                 if n > 1:
                     m[f"std@{n}"] = np.std(vals)
-                    binary = all(float(v) in (0.0, 1.0) for v in vals)
+                    binary = var in binary_vars
                     for k in bootstrap_sizes(n):
                         (bm, bs), (wm, ws) = _bootstrap(vals, k, [np.max, np.min], n_bootstrap, seed)
                         m[f"best@{k}/mean"], m[f"best@{k}/std"] = bm, bs
                         m[f"worst@{k}/mean"], m[f"worst@{k}/std"] = wm, ws
-                        if "pred" in var2vals:
-                            votes = [{"val": v, "pred": p} for v, p in zip(vals, var2vals["pred"])]
+                        if has_pred:
+                            votes = [{"val": v, "pred": p} for v, p in zip(vals, preds)]
                             [(mm, ms)] = _bootstrap(votes, k, [partial(_maj)], n_bootstrap, seed)
                             m[f"maj@{k}/mean"], m[f"maj@{k}/std"] = mm, ms
                         if with_pass and binary:
@@ -98,8 +108,9 @@ def _random_batch(rng: np.random.Generator, n_prompts: int, sizes: list[int], so
             uids.append(f"{ds}-{p}")
             acc.append(a)
             score.append(1.0 if a else -1.0)
-            pred.append(str(rng.integers(0, 3)))  # few distinct answers: votes tie often
-            length.append(float(rng.integers(10, 500)))
+            # few distinct answers: votes tie often; now and then no prediction or no length
+            pred.append(None if rng.random() < 0.03 else str(rng.integers(0, 3)))
+            length.append(None if rng.random() < 0.05 else float(rng.integers(10, 500)))
     return data_sources, uids, {"score": score, "acc": acc, "pred": pred, "len": length}
 
 

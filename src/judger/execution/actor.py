@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ class JudgerActor:
             "calls": self._calls,
             "payloads": self._payloads,
             "keys_seen": sorted(self._keys_seen),
+            "cpu_s": time.process_time(),
         }
 
     async def aclose(self) -> None:

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from judger.errors import JudgerError, JudgeTimeoutError
-from judger.execution.worker import RemoteError, worker_main
+from judger.execution.worker import READY, RemoteError, worker_main
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
@@ -51,6 +51,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 120.0
+"""A worker that has not finished importing its preload modules by then is killed."""
+MAX_START_FAILURES = 3
+"""Workers dying this many times in a row before becoming ready fail the waiting calls."""
 DEFAULT_MAX_INPUT_BYTES = 8 * 1024 * 1024
 
 Call = tuple[Sequence[Any], dict[str, Any]]
@@ -110,14 +114,21 @@ class _Task:
 
 
 class _Worker:
-    __slots__ = ("conn", "deadline", "done", "process", "task")
+    __slots__ = ("conn", "deadline", "done", "process", "ready", "started", "task")
 
-    def __init__(self, process: Any, conn: Connection) -> None:
+    def __init__(self, process: Any, conn: Connection, started: float) -> None:
         self.process = process
         self.conn = conn
         self.task: _Task | None = None
-        self.deadline = 0.0
+        self.ready = False  # set by the worker's READY message, once its imports are done
+        self.started = started
+        self.deadline = started + STARTUP_TIMEOUT
         self.done = 0
+
+    @property
+    def watched(self) -> bool:
+        """Starting up or running a call: the dispatcher waits on it and enforces its deadline."""
+        return self.task is not None or not self.ready
 
 
 class _PoolCore:
@@ -133,6 +144,8 @@ class _PoolCore:
         max_tasks_per_worker: int | None,
     ) -> None:
         self.name = name
+        self.preload = tuple(preload)
+        self.start_failures = 0
         self.size = workers
         self.ctx = mp.get_context(start_method)
         self.process_class = _worker_process_class(self.ctx)
@@ -205,7 +218,7 @@ class _PoolCore:
             while not self.closed:
                 self._start_workers()
                 self._dispatch()
-                busy = [w for w in self.workers if w.task is not None]
+                busy = [w for w in self.workers if w.watched]
                 timeout = None
                 if busy:
                     timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
@@ -221,11 +234,16 @@ class _PoolCore:
                     return
                 for w in busy:
                     if w.conn in ready or w.process.sentinel in ready:
-                        self._collect(w)
+                        if w.ready:
+                            self._collect(w)
+                        else:
+                            self._collect_ready(w)
                 now = time.monotonic()
                 for w in busy:
                     if w.task is not None and now >= w.deadline:
                         self._time_out(w)
+                    elif not w.ready and w in self.workers and now >= w.deadline:
+                        self._start_failed(w, f"not ready after {STARTUP_TIMEOUT:g} s")
         except BaseException as exc:  # a bug here must not leave callers waiting forever
             with self.lock:
                 self.closed = True
@@ -245,16 +263,44 @@ class _PoolCore:
             parent_conn, child_conn = self.ctx.Pipe(duplex=True)
             process = self.process_class(
                 target=worker_main,
-                args=(child_conn, self.memory_limit_bytes),
+                args=(child_conn, self.memory_limit_bytes, self.preload),
                 name=f"judger-{self.name}-worker",
                 daemon=True,
             )
-            started = time.perf_counter()
             process.start()
-            self.startup_seconds.append(time.perf_counter() - started)
             child_conn.close()
-            self.workers.append(_Worker(process, parent_conn))
+            self.workers.append(_Worker(process, parent_conn, time.monotonic()))
             self.counters["workers_started"] += 1
+
+    def _collect_ready(self, worker: _Worker) -> None:
+        try:
+            message = worker.conn.recv_bytes() if worker.conn.poll() else None
+        except (EOFError, OSError):
+            message = None
+        if message != READY:
+            worker.process.join(timeout=1)
+            self._start_failed(worker, f"exit code {worker.process.exitcode}")
+            return
+        worker.ready = True
+        self.start_failures = 0
+        self.startup_seconds.append(time.monotonic() - worker.started)
+
+    def _start_failed(self, worker: _Worker, why: str) -> None:
+        self._replace(worker)
+        self.start_failures += 1
+        if self.start_failures < MAX_START_FAILURES or any(w.ready for w in self.workers):
+            return
+        # every start fails (a preload module that crashes, no memory): answer the waiting calls
+        self.start_failures = 0
+        with self.lock:
+            pending = list(self.queue)
+            self.queue.clear()
+        error = WorkerCrashedError(
+            f"process pool {self.name!r}: worker processes fail to start "
+            f"({MAX_START_FAILURES} in a row, last: {why})"
+        )
+        for task in pending:
+            self._deliver(task, error)
 
     def _next_task(self) -> _Task | None:
         with self.lock:
@@ -266,7 +312,7 @@ class _PoolCore:
 
     def _dispatch(self) -> None:
         for worker in list(self.workers):
-            if worker.task is not None:
+            if worker.task is not None or not worker.ready:
                 continue
             task = self._next_task()
             if task is None:
@@ -433,7 +479,8 @@ class ProcessPool:
     - ``max_input_bytes``: cap on a call's pickled ``(fn, args, kwargs)``; bigger calls fail with
       :class:`InputTooLargeError` naming the size and the cap.
     - ``start_method``: ``"forkserver"`` (default where available) or ``"spawn"``; never plain fork.
-    - ``preload``: modules the fork server imports once, so every (re)started worker has them.
+    - ``preload``: modules a worker imports before it takes calls, so that no deadline pays for them
+      (the fork server imports them once for all workers when this pool starts it).
     - ``memory_limit_bytes``: address-space limit of each worker (``RLIMIT_AS``), off by default.
     - ``max_tasks_per_worker``: recycle a worker after that many calls, off by default.
 

@@ -49,6 +49,8 @@ class Replica:
     completed: int = 0
     lost_calls: int = 0
     hung_calls: int = 0
+    kills: int = 0
+    generation: int = 0  # bumped whenever the actor is found lost: calls from before know it
     restarting: bool = False  # lost its actor; waiting for Ray to bring it back
     dead: bool = False  # did not come back within RESTART_WAIT_S
     reserved: bool = False  # running one payload alone (its last attempt)
@@ -65,6 +67,7 @@ class Replica:
             "completed": self.completed,
             "lost_calls": self.lost_calls,
             "hung_calls": self.hung_calls,
+            "kills": self.kills,
             "state": "closed"
             if self.closed
             else "dead"
@@ -202,6 +205,7 @@ class Dispatcher:
         if replica.restarting or replica.closed:
             return
         replica.restarting = True
+        replica.generation += 1
         replica.probe = asyncio.get_running_loop().create_task(self._probe(replica))
 
     async def _probe(self, replica: Replica) -> None:
@@ -233,6 +237,7 @@ class Dispatcher:
 
         import ray
 
+        generation = replica.generation
         ref = getattr(replica.handle, method).remote(arg)
         timeout = self.call_timeout(size)
         try:
@@ -251,9 +256,13 @@ class Dispatcher:
                 ray.cancel(ref)
             except Exception:
                 pass
-            # a hung actor is killed so that Ray restarts it; its other calls fail over and retry
-            kill_actor(replica.handle, restart=True)
-            self._mark_lost(replica)
+            # a hung actor is killed so that Ray restarts it; its other calls fail over and retry.
+            # Calls stuck on the same hung instance time out together: only the first one kills it,
+            # never the instance Ray has started since.
+            if replica.generation == generation:
+                replica.kills += 1
+                kill_actor(replica.handle, restart=True)
+                self._mark_lost(replica)
             err = JudgeTimeoutError(
                 self.judger_name, timeout, f"remote call to {replica.name}; actor restarted"
             )

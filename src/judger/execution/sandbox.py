@@ -70,6 +70,8 @@ class SandboxLimits:
 class TestOutcome:
     """What happened to one test."""
 
+    __test__ = False  # not a pytest test class
+
     status: TestStatus
     detail: str = ""
 
@@ -198,7 +200,10 @@ class _Run:
         """The next report, None at EOF; raises TimeoutError past ``timeout``."""
         assert self.proc.stdout is not None
         while True:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            try:
+                line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            except ValueError:  # a line past the read limit: the program flooded our channel
+                return None
             if not line:
                 return None
             try:
@@ -235,7 +240,10 @@ async def _start(job: dict[str, Any], scratch: str) -> _Run:
         await proc.stdin.drain()
         proc.stdin.close()
     except (BrokenPipeError, ConnectionResetError):
-        pass
+        pass  # the child died at once: reported as a crash of the first test
+    except BaseException:
+        kill_session(proc.pid)  # cancelled before the caller holds the process: do not leak it
+        raise
     return _Run(proc)
 
 

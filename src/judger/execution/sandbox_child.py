@@ -16,6 +16,7 @@ interpreter, must start fast, and must not give untrusted code anything more to 
 """
 
 import builtins
+import errno
 import json
 import math
 import os
@@ -156,6 +157,8 @@ def _install_guard(scratch: str, allow_subprocess: bool) -> None:
 
 
 def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "output size limit exceeded (RLIMIT_FSIZE)"  # Python ignores SIGXFSZ: writes fail instead
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 2000 else text[:2000] + "..."
 
@@ -172,8 +175,9 @@ def _set_cpu(seconds: float) -> None:
 
 def _redirect(fd: int, path: str, flags: int) -> None:
     new = os.open(path, flags, 0o600)
-    os.dup2(new, fd)
-    os.close(new)
+    if new != fd:  # the program may have closed ``fd`` (``open(0)`` closes it), so ``new`` can be it
+        os.dup2(new, fd)
+        os.close(new)
 
 
 def _run_stdin(job: dict, code: object, out: _Channel) -> None:

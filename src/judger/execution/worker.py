@@ -18,6 +18,10 @@ from typing import Any
 _PR_SET_PDEATHSIG = 1
 
 
+READY = b"R"
+"""The worker's first message: its preload imports are done, calls may come (deadlines start now)."""
+
+
 class RemoteError(Exception):
     """An exception raised in a worker that could not be sent back as itself (not picklable)."""
 
@@ -77,7 +81,19 @@ def _encode(task_id: int, ok: bool, value: Any) -> bytes:
         return pickle.dumps((task_id, False, error), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def worker_main(conn: Connection, memory_limit_bytes: int | None = None) -> None:
+def _import(modules: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # a missing optional module only costs time later
+            pass
+
+
+def worker_main(
+    conn: Connection, memory_limit_bytes: int | None = None, preload: tuple[str, ...] = ()
+) -> None:
     """Serve calls until the parent sends an empty message or goes away.
 
     A call message is an 8-byte little-endian task id followed by the pickled ``(fn, args, kwargs)``,
@@ -88,6 +104,12 @@ def worker_main(conn: Connection, memory_limit_bytes: int | None = None) -> None
     # Ctrl-C in a terminal reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(memory_limit_bytes)
+    # imported before READY, so that no call's deadline pays for them (free when the fork server has them)
+    _import(preload)
+    try:
+        conn.send_bytes(READY)
+    except OSError:
+        return
     while True:
         try:
             message = conn.recv_bytes()

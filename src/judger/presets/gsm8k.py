@@ -40,7 +40,7 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
         }
 
     def build_local(self) -> ScorerJudger:
-        from judger.scorers.gsm8k import make_scorer
+        from judger.scorers.gsm8k import make_batch_scorer
 
         if self.execution != "inline":
             return super().build_local()
@@ -52,5 +52,5 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
             on_error=self.on_error,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
-            fast_scorer=make_scorer(self.compat, self.method, self.format_score, self.score),
+            batch_scorer=make_batch_scorer(self.compat, self.method, self.format_score, self.score),
         )

@@ -3,21 +3,21 @@
 For a regex over a few hundred characters the scorer costs about a microsecond, so the generic
 ``preprocess -> run_payloads -> finish`` pipeline (a payload dict, a dedup key, a kwargs merge, an
 output check and an awaitable check per sample) would cost several times the scoring itself.
-``batch_judge`` here does the same work in one pass over the states: read the response and label,
-score, store the output; a sample whose scorer raises fails alone (per ``on_error``). There is no
-batch dedup on this path: hashing a response costs about as much as scoring it.
+``batch_judge`` here does the same work in a few passes over the states: read the responses and
+labels, score them, store each output; a sample whose scorer fails fails alone (per ``on_error``).
+There is no batch dedup on this path: hashing a response costs about as much as scoring it.
 
-``fast_scorer(response, label) -> dict`` is the scorer with its options bound, for scorers that do
-not read ``extra_info`` and always return a valid output (judger's own); without it the generic
-``scorer(response, label, extra_info, **options)`` is called and its output checked. Single-sample
-``judge`` and the payload methods (used by composed and remote judging) are the generic ones, so
-results are identical on every path.
+``batch_scorer(responses, labels)`` is the scorer with its options bound, for scorers that do not
+read ``extra_info`` and always return valid outputs (judger's own); without one, the generic
+``scorer(response, label, extra_info, **options)`` is called per sample and its output checked.
+Single-sample ``judge`` and the payload methods (used by composed and remote judging) are the
+generic ones, and give the same results.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from judger.base import Judger
@@ -25,17 +25,19 @@ from judger.outputs import check_output
 from judger.presets.base import ScorerJudger
 from judger.rollout import RolloutState
 
-_YIELD_EVERY = 2048
+_CHUNK = 256
+_YIELD_EVERY = 8 * _CHUNK
 
-FastScorer = Callable[[Any, Any], dict[str, Any]]
+BatchScorer = Callable[[Sequence[Any], Sequence[Any]], list[Any]]
+"""``batch(responses, labels) -> list`` of output dicts, or the exception of each failed sample."""
 
 
 class InlineScorerJudger(ScorerJudger):
     """A :class:`ScorerJudger` with a single-pass ``batch_judge`` for inline scorers."""
 
-    def __init__(self, *args: Any, fast_scorer: FastScorer | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, batch_scorer: BatchScorer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fast_scorer = fast_scorer
+        self.batch_scorer = batch_scorer
 
     def _fast_path(self) -> bool:
         cls = type(self)
@@ -45,40 +47,49 @@ class InlineScorerJudger(ScorerJudger):
             and cls.postprocess is Judger.postprocess
         )
 
+    def _generic_batch(self, states: Sequence[RolloutState]) -> list[Any]:
+        scorer, options, name = self.scorer, self.options, self.judger_name
+        out: list[Any] = []
+        for state in states:
+            try:
+                reward_model = state.reward_model
+                label = reward_model.get("ground_truth") if reward_model else None
+                extra = state.extra_fields.get("extra_info") or None
+                out.append(check_output(scorer(state.response, label, extra, **options), name))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
         if not self._fast_path():
             return await super().batch_judge(rollout_states)
-        fast = self.fast_scorer
-        scorer, options, name = self.scorer, self.options, self.judger_name
-        set_reward = _set_reward
-        for lo in range(0, len(rollout_states), _YIELD_EVERY):
-            if lo:
+        batch = self.batch_scorer
+        direct = _DIRECT_WRITE
+        for lo in range(0, len(rollout_states), _CHUNK):
+            if lo and lo % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a 100k batch must not starve the event loop
-            for state in rollout_states[lo : lo + _YIELD_EVERY]:
-                try:
-                    reward_model = state.reward_model
-                    label = reward_model.get("ground_truth") if reward_model else None
-                    if fast is not None:
-                        set_reward(state, fast(state.response, label))
-                    else:
-                        extra = state.extra_fields.get("extra_info") or None
-                        set_reward(state, check_output(scorer(state.response, label, extra, **options), name))
-                except Exception as exc:
-                    self.capture(state, exc)
+            chunk = rollout_states[lo : lo + _CHUNK]
+            # fields live in each state's instance dict: read and write them there, without
+            # pydantic's Python-level attribute dispatch, which costs more than scoring a GSM8K answer
+            # (small chunks keep those dicts in cache between the read and the write)
+            fields = [state.__dict__ for state in chunk]
+            if batch is None:
+                rewards = self._generic_batch(chunk)
+            else:
+                rewards = batch(
+                    [f["response"] for f in fields],
+                    [rm.get("ground_truth") if (rm := f["reward_model"]) else None for f in fields],
+                )
+            for state, f, reward in zip(chunk, fields, rewards):
+                if type(reward) is not dict:
+                    self.capture(state, reward)
+                elif direct:  # what pydantic's __setattr__ does for a plain field
+                    f["reward"] = reward
+                    state.__pydantic_fields_set__.add("reward")
+                else:
+                    state.reward = reward
         return rollout_states
 
 
-def _set_reward_direct(state: RolloutState, reward: dict[str, Any]) -> None:
-    # What pydantic's __setattr__ does for a plain field (RolloutState has no validate_assignment),
-    # without its Python-level dispatch, which would cost more than scoring a GSM8K answer.
-    state.__dict__["reward"] = reward
-    state.__pydantic_fields_set__.add("reward")
-
-
-def _set_reward_checked(state: RolloutState, reward: dict[str, Any]) -> None:
-    state.reward = reward
-
-
-_set_reward = (
-    _set_reward_checked if RolloutState.model_config.get("validate_assignment") else _set_reward_direct
-)
+# RolloutState leaves validate_assignment off (see rollout.py); if that changes, go through pydantic
+_DIRECT_WRITE = not RolloutState.model_config.get("validate_assignment")

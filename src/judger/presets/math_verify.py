@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, model_validator
-
-from collections.abc import Sequence
 
 from judger.base import JudgerPayload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig

@@ -8,8 +8,9 @@ Tests (``ground_truth``, a dict or its JSON text):
   where two decimal numbers may differ by 1e-6 (relative or absolute).
 - ``{"inputs": [...], "outputs": [...], "fn_name": "f"}``: call ``f`` (or ``Solution().f``) with each
   input as the argument list (a JSON list, or a string of one JSON value per line as in APPS/PRIME
-  data); the return value (tuples as lists) must equal the output (a JSON value or its text); an
-  output wrapped in a one-element list also matches its element (APPS convention).
+  data); the return value (tuples as lists) must equal the output (a JSON value, or its JSON text
+  as in APPS/PRIME data: a string output is then ``"\"abc\""``; text that is not JSON stays a
+  string); an output wrapped in a one-element list also matches its element (APPS convention).
 - ``{"test": "<code>" | [...], "entry_point"?: "f"}``: assert-style tests (HumanEval, MBPP). Each
   snippet runs in the program's namespace, then ``check(f)`` when ``entry_point`` is given; a test
   passes when nothing raises.

@@ -140,9 +140,9 @@ def _strict_box(text: str, ground_truth: Any) -> tuple[bool, str | None]:
 def _equivalent(pred: str, gold: str) -> bool:
     if not pred or not gold or pred == INVALID:
         return False
-    from judger.scorers.math_grade import equivalent
+    from judger.scorers.math_reward import grade_answer
 
-    return equivalent(pred, gold)
+    return grade_answer(pred, gold)
 
 
 def overlong_penalty(

@@ -78,7 +78,8 @@ def last_boxed_strict_verl(text: str) -> str | None:
     return None if end is None else text[idx : end + 1]
 
 
-def _clean(answer: str) -> str:
+def clean_answer(answer: str) -> str:
+    """Strip spaces, a sentence-final period (``72.``) and a ``$...$`` wrapper from an answer."""
     answer = answer.strip()
     # "\boxed{72.}" ends a sentence inside the box; "\boxed{$5$}" wraps math mode again
     while answer.endswith((".", "\\.")) and not answer.endswith("..."):
@@ -107,9 +108,9 @@ def last_boxed(text: str) -> str | None:
         end = _brace_match(text, j)
         if end is None:
             return None
-        return _clean(text[j + 1 : end])
+        return clean_answer(text[j + 1 : end])
     if j > rest:
         inner = text[j:].split("$")[0]
         inner = inner.split("\n")[0]
-        return _clean(inner) or None
+        return clean_answer(inner) or None
     return None

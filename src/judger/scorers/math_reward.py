@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from judger.scorers.math_boxed import last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math_boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
 from judger.scorers.math_strip import is_equiv_verl
 
 Compat = Literal["verl"] | None
@@ -78,6 +78,11 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     from judger.scorers.math_grade import equivalent
 
     gold = ground_truth_text(ground_truth)
+    if answer == gold:
+        return True
+    answer = clean_answer(answer)
+    if not answer:
+        return False
     if answer == gold:
         return True
     plain = markup_free(answer)

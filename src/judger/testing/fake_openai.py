@@ -22,7 +22,8 @@ Endpoints and what they answer (all deterministic):
     chat request is answered like ``/v1/completions`` on the concatenated message contents.
 
 ``POST /v1/completions``
-    For each prompt (a string or a list of strings) the text ``"The answer is \\boxed{N}"``, N
+    For each prompt (a string, a list of strings, or token ids: a list of ints or a list of such
+    lists, decoded with the fake tokenizer below) the text ``"The answer is \\boxed{N}"``, N
     being the last integer in the prompt (0 if none), ``finish_reason="stop"``; ``max_tokens``
     shorter than the text cuts it and gives ``finish_reason="length"``. Tokens are characters
     (token id = ``ord(c)``); when ``logprobs`` is set, each choice carries ``token_ids`` and an
@@ -113,6 +114,18 @@ def completion_text(prompt: str) -> str:
     """The fake generator's deterministic answer to ``prompt``."""
     ints = _INT.findall(prompt)
     return f"The answer is \\boxed{{{ints[-1] if ints else 0}}}"
+
+
+def _prompts(prompt: Any) -> list[str]:
+    """The prompts of a completions request: a string, a list of strings, or token ids (one list
+    of ints, or a list of them), decoded with the fake's tokenizer (token id = ``ord(c)``)."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return ["".join(map(chr, prompt))]
+    if isinstance(prompt, list):
+        return ["".join(map(chr, p)) if isinstance(p, list) else str(p) for p in prompt]
+    return [str(prompt)]
 
 
 class FakeOpenAI:
@@ -239,8 +252,7 @@ class FakeOpenAI:
                     return error
             finally:
                 fake.in_flight -= 1
-            prompts = body.get("prompt", "")
-            prompts = prompts if isinstance(prompts, list) else [prompts]
+            prompts = _prompts(body.get("prompt", ""))
             choices = [
                 fake._completion_choice(i, str(p), body.get("max_tokens"), body.get("logprobs"))
                 for i, p in enumerate(prompts)

@@ -188,19 +188,24 @@ class ChatHostPool:
                 try:
                     reply = await self._attempt(host, messages, params)
                 except _AttemptError as exc:
-                    self._failed(host)
                     last, timed_out = str(exc), exc.timed_out
+                    code = exc.response.status_code if exc.response is not None else None
+                    if (
+                        code is not None
+                        and code not in RETRY_STATUS
+                        and not (code == 404 and self.model is None)
+                    ):
+                        # the request itself is wrong (400, 401, 422, ...): another host would agree
+                        raise HandlerHTTPError(f"{last} (not retried)") from None
+                    self._failed(host)
+                    if code == 404:
+                        host.model = None  # the server may now serve another model: look it up again
+                    if exc.response is not None:
+                        retry_after = exc.response.headers.get("retry-after")
                     if timed_out and len(tried) >= len(self.hosts):
                         # every host was tried and this one took the request but stayed silent:
                         # resending it would only add load to a grader that is already behind
                         break
-                    if exc.response is not None:
-                        code = exc.response.status_code
-                        if code == 404 and self.model is None:
-                            host.model = None  # the server may now serve another model: look again
-                        elif code not in RETRY_STATUS:
-                            raise HandlerHTTPError(f"{last} (not retried)") from None
-                        retry_after = exc.response.headers.get("retry-after")
                 else:
                     self._succeeded(host)
                     return reply

@@ -32,6 +32,18 @@ DEFAULT_VERDICT_NAMES: dict[str, str] = {"A": "correct", "B": "incorrect", "C": 
 SKIPPED = "skipped"
 
 
+def _text_of(content: Any) -> str:
+    """A message's text: a string as is; the text parts of a multimodal content list, joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return str(content)
+
+
 class LLMJudger(Judger):
     """Ask a grader model whether ``response`` answers ``question`` as ``label`` does.
 
@@ -72,8 +84,10 @@ class LLMJudger(Judger):
         on_error: OnError = "fail",
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        dedup: bool = True,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
+        self.dedup = dedup
         self.prompt_template = check_template(prompt_template)
         self.system_prompt = system_prompt
         self.parse_verdict = resolve_parser(verdict_parser, verdict_pattern)
@@ -100,11 +114,8 @@ class LLMJudger(Judger):
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         message = rollout_state.message
-        question = message[-1].get("content") if message else None
         return {
-            "question": question
-            if isinstance(question, str)
-            else ("" if question is None else str(question)),
+            "question": _text_of(message[-1].get("content")) if message else "",
             "response": rollout_state.response,
             "label": rollout_state.ground_truth,
             "status": rollout_state.status.value,
@@ -148,11 +159,35 @@ class LLMJudger(Judger):
         return await self._grade(payload)
 
     async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        # one request per sample under its own deadline: a batch-level call that failed would
-        # otherwise be replayed sample by sample and double the grader's load
-        return await gather_bounded(
-            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+        """One request per distinct grading prompt, each under its own deadline.
+
+        Samples of a GRPO group often end in the same answer; after cutting, their prompts are
+        identical and the grader (at temperature 0) would answer the same, so they share one
+        request (``dedup=False`` turns this off). Per-sample calls, not one batch call: a failed
+        batch call would be replayed sample by sample and double the grader's load.
+        """
+        owners: dict[Any, int] = {}
+        unique: list[JudgerPayload] = []
+        slots: list[int] = []
+        for payload in payloads:
+            key = self._dedup_key(payload)
+            if key is None or key not in owners:
+                if key is not None:
+                    owners[key] = len(unique)
+                slots.append(len(unique))
+                unique.append(payload)
+            else:
+                slots.append(owners[key])
+        results = await gather_bounded(
+            [lambda p=p: self._run_one_captured(p) for p in unique], self.max_concurrency
         )
+        # each sample gets its own dict: postprocess may write into it
+        return [r if isinstance(r, JudgeFailure) else dict(r) for r in (results[i] for i in slots)]
+
+    def _dedup_key(self, payload: JudgerPayload) -> Any:
+        if not self.dedup or self.skip_reason(payload) is not None:
+            return None
+        return tuple(m["content"] for m in self.build_messages(payload))
 
     async def _grade(self, payload: JudgerPayload) -> JudgerOutput:
         reason = self.skip_reason(payload)
@@ -179,7 +214,7 @@ class LLMJudger(Judger):
             "score": float(self.verdict_scores[key]),
             "acc": key in self.correct_verdicts,
             "verdict": self.verdict_names.get(key, key),
-            "judge_reply": reply[:200],
+            "judge_reply": reply[-200:],  # the verdict is at the end of a long reply
         }
 
     async def aclose(self) -> None:
@@ -202,6 +237,7 @@ class LLMVerifierFields(JudgerConfig):
     max_tokens: int | None = Field(None, ge=1, description="tokens the grader may generate")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra fields of each chat request")
     skip_score: float = Field(-1.0, description="score of samples not COMPLETED or without a response")
+    dedup: bool = Field(True, description="samples with identical grading prompts share one request")
 
     @field_validator("hosts")
     @classmethod
@@ -226,6 +262,7 @@ class LLMVerifierFields(JudgerConfig):
             "retry_backoff": self.retry_backoff,
             "sampling_params": self._sampling(),
             "skip_score": self.skip_score,
+            "dedup": self.dedup,
             "on_error": self.on_error,
             "timeout": self.timeout,
             "max_concurrency": self.max_concurrency,
