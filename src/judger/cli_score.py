@@ -223,27 +223,17 @@ def with_workers(cfg: Any, workers: int) -> Any:
 
 
 def _size_process_pool(workers: int) -> None:
-    """Size the shared worker-process pool, when the execution layer offers a way to."""
-    try:
-        from judger.execution import process_pool
-    except ImportError:
-        return
-    configure = getattr(process_pool, "configure_shared_pool", None)
-    if callable(configure):
-        configure(**{**dict(getattr(process_pool, "_shared_options", {})), "workers": workers})
+    """Size the shared worker-process pool (keeping any other options already configured)."""
+    from judger.execution.process_pool import configure_shared_pool, shared_pool_options
+
+    configure_shared_pool(**{**shared_pool_options(), "workers": workers})
 
 
 def _close_shared_pool() -> None:
     """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
-    module = sys.modules.get("judger.execution.process_pool")
-    close = getattr(module, "close_shared_pool", None)
-    if callable(close):
-        close()
-        return
-    configure = getattr(module, "configure_shared_pool", None)
-    if callable(configure):
-        # re-applying the current options closes the running pool and keeps what others configured
-        configure(**dict(getattr(module, "_shared_options", {})))
+    from judger.execution.process_pool import close_shared_pool
+
+    close_shared_pool()
 
 
 def build(args: argparse.Namespace) -> Any:

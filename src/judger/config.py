@@ -49,7 +49,12 @@ class JudgerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
     batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
-    num_threads: int | None = Field(None, ge=1, description="worker threads for a sync handler; None: cpus + 4")
+    execution: Literal["thread", "process"] = Field(
+        "thread",
+        description="where a sync handler runs: worker threads, or killable worker processes "
+        "(the handler must then be picklable: a top-level function or an import string)",
+    )
+    num_threads: int | None = Field(None, ge=1, description="threads for a sync handler; None: cpus + 4")
     handler_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments of the handler"
     )
@@ -87,6 +92,7 @@ class JudgerConfig(BaseModel):
             batched=self.batched,
             handler_kwargs=self.handler_kwargs,
             num_threads=self.num_threads,
+            execution=self.execution,
         )
 
     def build(self) -> Judger:

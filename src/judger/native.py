@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from judger.base import (
     DEFAULT_MAX_CONCURRENCY,
@@ -74,6 +74,7 @@ class NativeJudger(Judger):
         handler_kwargs: dict[str, Any] | None = None,
         max_retries: int = 3,
         num_threads: int | None = None,
+        execution: Literal["thread", "process"] = "thread",
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         self.handler: RewardHandler = resolve_handler(reward_handler, batched=batched, kwargs=handler_kwargs)
@@ -81,6 +82,14 @@ class NativeJudger(Judger):
         self.extra_info = dict(extra_info or {})
         self.request_timeout = request_timeout
         self.num_threads = num_threads or min(32, (os.cpu_count() or 1) + 4)
+        if execution not in ("thread", "process"):
+            raise ValueError(f"execution must be 'thread' or 'process', got {execution!r}")
+        if execution == "process" and self.handler.kind != "sync":
+            raise ValueError(
+                f"execution='process' runs sync handlers in killable worker processes; this "
+                f"reward_handler is {self.handler.kind}"
+            )
+        self.execution = execution
         self._executor: ThreadPoolExecutor | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
@@ -152,6 +161,11 @@ class NativeJudger(Judger):
             return outputs[0]
         if handler.kind == "async":
             return handler.normalise(await handler.call(*self._args(payload)))
+        if self.execution == "process":
+            (result,) = await self._run_in_processes([payload])
+            if isinstance(result, BaseException):
+                raise result
+            return result
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
 
@@ -170,6 +184,9 @@ class NativeJudger(Judger):
             return []
         if self.handler.batched:
             return await self._run_batched(payloads)
+        if self.execution == "process":
+            results = await self._run_in_processes(payloads)
+            return [self._captured(r, i) for i, r in enumerate(results)]
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
         return await gather_bounded(
@@ -233,12 +250,24 @@ class NativeJudger(Judger):
             for r in results:
                 if isinstance(r, BaseException):
                     raise r
-        return [
-            JudgeFailure.from_exception(r, self.judger_name)
-            if isinstance(r, BaseException)
-            else self._check_captured(r, i)
-            for i, r in enumerate(results)
-        ]
+        return [self._captured(r, i) for i, r in enumerate(results)]
+
+    def _captured(self, result: Any, index: int) -> PayloadResult:
+        if isinstance(result, BaseException):
+            if self.on_error == "raise":
+                raise result
+            return JudgeFailure.from_exception(result, self.judger_name)
+        return self._check_captured(result, index)
+
+    async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
+        has its worker killed, so even a handler stuck in C code cannot outlive it."""
+        from judger.execution.process_pool import shared_pool
+
+        handler = self.handler
+        calls = [(self._args(p), handler.kwargs) for p in payloads]
+        results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
+        return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 
     async def _drive_chunk(self, payloads: Sequence[JudgerPayload], lo: int, hi: int, out: list[Any]) -> None:
         loop = asyncio.get_running_loop()

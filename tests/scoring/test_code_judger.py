@@ -21,6 +21,7 @@ from judger.execution.sandbox import SandboxLimits, TestOutcome, run_tests
 from judger.scorers.code import compute_score, extract_code, parse_tests, same_stdout, score_async
 
 ADD = {"inputs": ["1 2\n", "3 4\n", "10 -3\n"], "outputs": ["3\n", "7\n", "7\n"]}
+APPS_LIKE = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 FAST = SandboxLimits(wall_s=2.0, cpu_s=2.0, memory_mb=512)
 
 
@@ -190,6 +191,23 @@ async def test_fork_bomb_is_refused() -> None:
     assert "subprocess.Popen" in out["error"]
 
 
+async def test_background_children_die_with_the_run_when_processes_are_allowed() -> None:
+    limits = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, allow_subprocess=True)
+    program = "import subprocess\nsubprocess.Popen(['sleep', '987.25'])\nprint(int(input()) + 1)"
+    out = await score(program, APPS_LIKE, limits=limits)
+    assert out["score"] == 1.0
+    time.sleep(0.2)
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == b"sleep\x00987.25\x00"]
+    assert leftovers == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 async def test_memory_bomb_is_contained() -> None:
     out = await score("x = bytearray(8 * 1024 ** 3)\nprint(len(x))", {"inputs": [""], "outputs": [""]})
     assert out["score"] == 0.0 and "MemoryError" in out["error"]
@@ -240,6 +258,24 @@ async def test_writing_outside_the_scratch_directory_is_refused(tmp_path: Path) 
     assert not target.exists() and "outside the scratch directory" in out["error"]
     out = await score(f"import os\nos.remove({str(victim)!r})", {"inputs": [""], "outputs": [""]})
     assert victim.read_text() == "keep me" and "os.remove" in out["error"]
+
+
+async def test_forged_results_are_ignored() -> None:
+    # a program that writes "test passed" reports to every descriptor it can, then leaves at once
+    program = (
+        "import json, os\n"
+        "for index in range(3):\n"
+        "    line = json.dumps({'event': 'test', 'index': index, 'status': 'ok', 'stdout': '3'}) + '\\n'\n"
+        "    for fd in range(3, 1024):\n"
+        "        try:\n"
+        "            os.write(fd, line.encode())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "os._exit(0)\n"
+        "def check(f):\n    pass\n"
+    )
+    out = await score(program, {"test": ["assert False"] * 3})
+    assert out["score"] == 0.0 and out["passed"] == 0
 
 
 async def test_output_flood_is_cut_off() -> None:

@@ -46,8 +46,10 @@ __all__ = [
     "ProcessPool",
     "RemoteError",
     "WorkerCrashedError",
+    "close_shared_pool",
     "configure_shared_pool",
     "shared_pool",
+    "shared_pool_options",
 ]
 
 DEFAULT_TIMEOUT = 30.0
@@ -692,6 +694,21 @@ def configure_shared_pool(**options: Any) -> None:
     with _shared_lock:
         _shared_options.clear()
         _shared_options.update(options)
+        old, _shared = _shared, None
+    if old is not None and old.owner_pid == os.getpid():
+        old.close()
+
+
+def shared_pool_options() -> dict[str, Any]:
+    """The options :func:`configure_shared_pool` last set (a copy)."""
+    with _shared_lock:
+        return dict(_shared_options)
+
+
+def close_shared_pool() -> None:
+    """Stop the shared pool's workers (options kept); the next :func:`shared_pool` starts afresh."""
+    global _shared
+    with _shared_lock:
         old, _shared = _shared, None
     if old is not None and old.owner_pid == os.getpid():
         old.close()

@@ -244,6 +244,7 @@ class Dispatcher:
             result = await _await_ref(ref, timeout)
         except RayTaskError as exc:
             # the judger itself raised inside the actor: not an infrastructure fault, never retried
+            replica.completed += size
             cause = exc.cause
             raise (cause if isinstance(cause, Exception) else exc) from None
         except RayError as exc:

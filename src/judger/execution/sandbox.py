@@ -3,13 +3,17 @@
 :func:`run_tests` starts ``python -I sandbox_child.py`` in a fresh scratch directory (deleted
 afterwards) as the leader of a new session, sends it the program and the test *inputs*, and reads
 one result per test. Expected outputs never enter the child: the comparison happens here, so a
-program cannot report its own success (except in ``assert`` mode, where the test code itself runs
-in the child, as in HumanEval).
+program cannot report its own success. In ``assert`` mode the test code runs in the child (as in
+HumanEval), so the verdict comes from there: reports must carry a per-run random token, on a
+descriptor at a random number, which stops a program writing fake reports to guessed descriptors;
+one that digs the token out of the interpreter's memory could still forge them.
 
 Limits (see :class:`SandboxLimits`): wall seconds per test (enforced here: the whole process group
 is SIGKILLed), CPU seconds per test (``RLIMIT_CPU`` in the child), address space (``RLIMIT_AS``),
-output file size (``RLIMIT_FSIZE``). Processes: the child may not create any (audit hook), and
-after every run the process group and anything left in the child's session are killed. Network: a
+output file size (``RLIMIT_FSIZE``). Processes: the child may not create any (audit hook: fork,
+exec, spawn, subprocess, system), and after every run the process group and anything left in the
+child's session are SIGKILLed. ``RLIMIT_NPROC`` is not used: the kernel exempts uid 0 from it, and
+for other users it counts every process the user has on the machine. Network: a
 private network namespace when the kernel permits (root, or unprivileged user namespaces), plus an
 audit hook that refuses sockets in every case; :attr:`SandboxResult.network` says which applied.
 Files: writes outside the scratch directory are refused by the audit hook.
@@ -25,6 +29,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -192,8 +197,9 @@ def _after_exit(
 class _Run:
     """One child process serving the tests from ``start`` on."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, token: str) -> None:
         self.proc = proc
+        self.token = token
         self.timed_out: tuple[TestStatus, str] | None = None
 
     async def next_message(self, timeout: float) -> dict[str, Any] | None:
@@ -209,8 +215,8 @@ class _Run:
             try:
                 message = json.loads(line)
             except ValueError:
-                continue  # not ours: something the program wrote to an inherited descriptor
-            if isinstance(message, dict):
+                continue  # not ours: something the program wrote to the channel
+            if isinstance(message, dict) and message.get("token") == self.token:
                 return message
 
     async def finish(self) -> int | None:
@@ -235,8 +241,9 @@ async def _start(job: dict[str, Any], scratch: str) -> _Run:
         limit=_READ_LIMIT,
     )
     assert proc.stdin is not None
+    token = secrets.token_hex(16)
     try:
-        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.write(json.dumps({**job, "token": token}).encode())
         await proc.stdin.drain()
         proc.stdin.close()
     except (BrokenPipeError, ConnectionResetError):
@@ -244,7 +251,7 @@ async def _start(job: dict[str, Any], scratch: str) -> _Run:
     except BaseException:
         kill_session(proc.pid)  # cancelled before the caller holds the process: do not leak it
         raise
-    return _Run(proc)
+    return _Run(proc, token)
 
 
 async def run_tests(

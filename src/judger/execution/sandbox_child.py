@@ -21,6 +21,7 @@ import json
 import math
 import os
 import resource
+import secrets
 import sys
 import traceback
 
@@ -77,12 +78,22 @@ _ALWAYS_BLOCKED = {
 
 
 class _Channel:
-    """The line-oriented result pipe to the parent, on a private duplicate of the original stdout."""
+    """The line-oriented result pipe to the parent, on a private duplicate of the original stdout.
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    Every message carries the run's token, and the descriptor sits at a random high number, so a
+    program cannot forge results by writing to a guessed descriptor (it would have to dig the token
+    out of this process's memory; the parent computes stdin and call verdicts itself anyway).
+    """
+
+    def __init__(self, fd: int, token: str) -> None:
+        target = 200 + secrets.randbelow(800)
+        os.dup2(fd, target, inheritable=False)
+        os.close(fd)
+        self.fd = target
+        self.token = token
 
     def send(self, message: dict) -> None:
+        message["token"] = self.token
         data = (json.dumps(message, default=repr) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -269,7 +280,7 @@ def _run_assert(job: dict, code: object, out: _Channel) -> None:
 
 def main() -> None:
     job = json.loads(sys.stdin.buffer.read())
-    out = _Channel(os.dup(1))
+    out = _Channel(os.dup(1), job.pop("token", ""))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

@@ -17,3 +17,19 @@ def sleepy(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict
     """Sleeps ``extra_info["sleep"]`` seconds, then scores like :func:`exact_match`."""
     time.sleep(float(extra_info.get("sleep", 0.0)))
     return exact_match(response, label, extra_info)
+
+
+def crashing(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    """Kills its own process when the response is "crash" (a stand-in for a segfaulting scorer)."""
+    if response == "crash":
+        import os
+
+        os._exit(3)
+    return exact_match(response, label, extra_info)
+
+
+def report_pid(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    """Scores 1.0 and reports the id of the process it ran in."""
+    import os
+
+    return {"score": 1.0, "pid": os.getpid()}
