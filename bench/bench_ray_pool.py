@@ -7,7 +7,8 @@ the handler's loop count is calibrated in this process to take ``--ms`` of CPU p
 and warmed up (actors started, first batch run) before timing: start-up is reported separately.
 Times are the median of ``--repeat`` runs, alternating local and pool so machine noise hits both.
 "CPU ms / sample" is CPU time (driver process, plus the actors for the pool) per sample: unlike
-wall time it does not depend on what else the machine is running.
+wall time it does not depend on what else the machine is running; "cores busy" is CPU / wall time,
+how many cores the judger actually got (at most 1 for the local one, whose handler holds the GIL).
 """
 
 from __future__ import annotations
@@ -106,14 +107,15 @@ def main() -> None:
     cpu_pool = statistics.median(c for _, c in pool_runs) / args.n * 1000
     title = f"{args.n} samples, ~{args.ms:g} ms pure-Python scorer, {os.cpu_count()} CPUs"
     print(f"### Ray pool vs local ({title})\n")
-    print("| judger | median s | samples / s | speed-up | CPU ms / sample |")
-    print("|---|---:|---:|---:|---:|")
-    print(
-        f"| local NativeJudger (threads) | {t_local:.2f} | {args.n / t_local:.0f} | 1.00x | {cpu_local:.2f} |"
-    )
+    print("| judger | median s | samples / s | speed-up | CPU ms / sample | cores busy |")
+    print("|---|---:|---:|---:|---:|---:|")
+    busy_local = cpu_local * args.n / 1000 / t_local
+    busy_pool = cpu_pool * args.n / 1000 / t_pool
+    row = f"| local NativeJudger (threads) | {t_local:.2f} | {args.n / t_local:.0f} | 1.00x"
+    print(f"{row} | {cpu_local:.2f} | {busy_local:.2f} |")
     print(
         f"| JudgerPool, {args.workers} workers x 1 CPU | {t_pool:.2f} | {args.n / t_pool:.0f} | "
-        f"{t_local / t_pool:.2f}x | {cpu_pool:.2f} |"
+        f"{t_local / t_pool:.2f}x | {cpu_pool:.2f} | {busy_pool:.2f} |"
     )
     runs_local = ", ".join(f"{t:.2f}" for t in local_times)
     runs_pool = ", ".join(f"{t:.2f}" for t in pool_times)
@@ -122,6 +124,12 @@ def main() -> None:
         f"Runs: local {runs_local} s; pool {runs_pool} s. "
         f"Building the pool (Ray start + {args.workers} actors) took {built:.1f} s, not counted. "
         f"1-minute load average before / after: {load_before:.1f} / {os.getloadavg()[0]:.1f}."
+    )
+    cores = min(args.workers, os.cpu_count() or 1)
+    print(
+        f"\nCPU-bound estimate with {cores} idle cores: {cores} x {cpu_local:.2f} / {cpu_pool:.2f} = "
+        f"{cores * cpu_local / cpu_pool:.2f}x (the pool's CPU overhead is "
+        f"{100 * (cpu_pool / cpu_local - 1):.0f}%)."
     )
 
 

@@ -194,7 +194,10 @@ class Dispatcher:
         """After close: stop probes and wake waiting callers, so they see that the judger is closed."""
         for replica in self.replicas:
             if replica.probe is not None:
-                replica.probe.cancel()
+                try:
+                    replica.probe.cancel()
+                except RuntimeError:  # its event loop is already closed
+                    pass
         if self._cond is not None and self._loop is asyncio.get_running_loop():
             async with self._cond:
                 self._cond.notify_all()

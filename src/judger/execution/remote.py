@@ -32,7 +32,8 @@ class RemoteJudger(RayJudger):
     Every call has an outer deadline (``call_timeout`` seconds, by default derived from the judger's
     ``timeout``). A dead actor is restarted by Ray (``max_restarts``, unlimited by default); a hung
     one is killed at the deadline so Ray restarts it. Payloads of a lost call are retried one by one
-    up to ``max_retries`` times, then fail as samples (``on_error`` applies). At most
+    up to ``max_retries`` times, the last time alone on an idle actor, so a payload that crashes or
+    blocks the actor fails by itself; then they fail as samples (``on_error`` applies). At most
     ``max_in_flight`` payloads are outstanding; further callers wait (backpressure).
 
     Built by ``JudgerConfig(cpu_resources=CPUResourcesConfig(num_workers=1)).build()``, which also

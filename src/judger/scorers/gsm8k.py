@@ -140,6 +140,10 @@ def _label(ground_truth: Any) -> str:
     return number if number is not None else _clean(str(ground_truth)).strip()
 
 
+# canonical forms of str labels, shared by the batch scorers (a plain dict: cheaper than lru_cache)
+_LABELS: dict[str, str] = {}
+_MAX_LABELS = 1 << 16
+
 Scorer = Callable[[Any, Any], dict[str, Any]]
 BatchScorer = Callable[[Sequence[Any], Sequence[Any]], list[Any]]
 
@@ -205,7 +209,7 @@ def make_batch_scorer(
     def strict(responses: Sequence[Any], labels: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
         append = out.append
-        canonical: dict[str, str] = {}  # labels repeat across a batch: normalise each once
+        canonical = _LABELS  # labels repeat across batches: normalise each once
         for text, label in zip(responses, labels):
             if type(text) is not str:
                 append(TypeError(f"gsm8k scorer: the response must be a str, got {type(text).__name__}"))
@@ -215,6 +219,8 @@ def make_batch_scorer(
                     if type(label) is str:
                         normal = canonical.get(label)
                         if normal is None:
+                            if len(canonical) >= _MAX_LABELS:
+                                canonical.clear()
                             normal = canonical[label] = _label(label)
                         label = normal
                     else:
@@ -226,10 +232,13 @@ def make_batch_scorer(
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
                     continue
-                # the common case, a bare integer ending the response, needs no regex
-                tail = text[at + skip :] if verl else text[at + skip :].lstrip(" \t")
+                # the common case, "#### <digits>" ending the response, needs no regex (nothing
+                # after it can start another match, so it is the last one)
+                tail = text[at + skip :]
+                if not verl and tail[:1] == " ":
+                    tail = tail[1:]
                 if tail.isdigit() and tail.isascii():
-                    answer = tail if verl else (tail.lstrip("0") or "0")
+                    answer = tail if verl or tail[0] != "0" else (tail.lstrip("0") or "0")
                 else:
                     found = match_at(text, at) or _last_match(pattern, marker, text, start)
                     if found is None:

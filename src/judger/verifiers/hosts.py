@@ -1,6 +1,8 @@
 """OpenAI-compatible chat endpoints on several hosts: least-loaded choice, failover, lazy model names.
 
-One pooled ``httpx.AsyncClient`` (through :class:`judger.http_client.HttpClient`) serves all hosts.
+One pooled ``httpx.AsyncClient`` per event loop serves all hosts. The retry policy is our own (it
+changes host and reads status codes and ``Retry-After``), with the backoff and the retryable status
+codes of :mod:`judger.http_client`.
 Each request goes to the host with the fewest requests in flight among those not cooling down after
 a failure; a failed attempt (connection error, timeout, 429/5xx, malformed reply) is retried with
 backoff on another host. The model name of each host comes from ``GET /v1/models`` on first use,
@@ -19,7 +21,7 @@ from typing import Any
 import httpx
 
 from judger.errors import HandlerHTTPError, HandlerHTTPTimeout
-from judger.http_client import RETRY_STATUS, HttpClient, backoff_delay
+from judger.http_client import RETRY_STATUS, backoff_delay
 
 MODELS_PATH = "/v1/models"
 CHAT_PATH = "/v1/chat/completions"
@@ -98,25 +100,31 @@ class ChatHostPool:
         self.backoff_cap = backoff_cap
         self.cooldown = cooldown
         self.max_concurrency = max_concurrency
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        # retries are ours (they change host), so the shared client makes exactly one attempt
-        self._http = HttpClient(
-            timeout=timeout, max_retries=0, max_connections=max(max_concurrency, 8), headers=headers
-        )
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._client: httpx.AsyncClient | None = None
         self._lookups: dict[str, asyncio.Future[str]] = {}
 
     # --- per-loop state --------------------------------------------------------------------------
 
     def _bind(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._sem is None:
-            # asyncio primitives belong to one loop; each asyncio.run() gets fresh ones
+        if self._loop is not loop or self._sem is None or self._client is None or self._client.is_closed:
+            # asyncio primitives and httpx clients belong to one loop; each asyncio.run() gets its own
             self._loop = loop
             self._sem = asyncio.Semaphore(self.max_concurrency)
             self._lookups = {}
+            # every request (model lookups included) holds the semaphore: it bounds the connections
+            limits = httpx.Limits(
+                max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
+            )
+            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers)
         return self._sem
+
+    def _http(self) -> httpx.AsyncClient:
+        assert self._client is not None, "ChatHostPool used before _bind()"
+        return self._client
 
     # --- balancing -------------------------------------------------------------------------------
 
@@ -158,7 +166,7 @@ class ChatHostPool:
 
     async def _discover(self, host: HostState) -> str:
         url = host.url + MODELS_PATH
-        resp = await self._http.client().get(url)
+        resp = await self._http().get(url)
         if resp.status_code >= 400:
             raise _AttemptError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]!r}", resp)
         try:
@@ -223,7 +231,7 @@ class ChatHostPool:
         url = host.url + CHAT_PATH
         try:
             model = await self.model_for(host)
-            resp = await self._http.client().post(url, json={"model": model, "messages": messages, **params})
+            resp = await self._http().post(url, json={"model": model, "messages": messages, **params})
         except httpx.TimeoutException as exc:
             raise _AttemptError(
                 f"{url}: timeout after {self.timeout:g} s ({type(exc).__name__})", timed_out=True
@@ -260,7 +268,13 @@ class ChatHostPool:
         }
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        client, self._client = self._client, None
+        if client is not None and not client.is_closed:
+            try:
+                await client.aclose()
+            except RuntimeError:
+                # the loop that owned it is gone, and its sockets with it
+                pass
 
 
 class _AttemptError(Exception):
