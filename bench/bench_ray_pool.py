@@ -9,6 +9,8 @@ Times are the median of ``--repeat`` runs, alternating local and pool so machine
 "CPU ms / sample" is CPU time (driver process, plus the actors for the pool) per sample: unlike
 wall time it does not depend on what else the machine is running; "cores busy" is CPU / wall time,
 how many cores the judger actually got (at most 1 for the local one, whose handler holds the GIL).
+The "ceiling" row runs the same burns split over plain worker processes with no judger at all: the
+best any multi-process judger could do on this machine at that moment.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from judger import CPUResourcesConfig, JudgerConfig, RolloutState
@@ -74,6 +77,18 @@ def timed(judger: Any, batch: list[RolloutState]) -> tuple[float, float]:
     return asyncio.run(go())
 
 
+def burn_many(count: int, loops: int) -> None:
+    for _ in range(count):
+        burn("", "", {"loops": loops})
+
+
+def raw_parallel(executor: ProcessPoolExecutor, n: int, workers: int, loops: int) -> float:
+    """The machine's ceiling: ``n`` burns split over ``workers`` plain processes, no judger at all."""
+    start = time.perf_counter()
+    list(executor.map(burn_many, [n // workers] * workers, [loops] * workers))
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
@@ -94,12 +109,18 @@ def main() -> None:
     timed(pool, states(200))  # warm-up: actor event loops, thread pools, Ray connections
     one = timed(local, states(200))[1] / 200
 
-    local_runs, pool_runs = [], []
+    executor = ProcessPoolExecutor(args.workers)
+    raw_parallel(executor, 2 * args.workers, args.workers, loops)  # start the processes
+
+    local_runs, pool_runs, raw_times = [], [], []
     for _ in range(args.repeat):
         local_runs.append(timed(local, states(args.n)))
         pool_runs.append(timed(pool, states(args.n)))
+        raw_times.append(raw_parallel(executor, args.n, args.workers, loops))
+    executor.shutdown()
     pool.close()
     local.close()
+    t_raw = statistics.median(raw_times)
 
     local_times, pool_times = [w for w, _ in local_runs], [w for w, _ in pool_runs]
     t_local, t_pool = statistics.median(local_times), statistics.median(pool_times)
@@ -117,11 +138,16 @@ def main() -> None:
         f"| JudgerPool, {args.workers} workers x 1 CPU | {t_pool:.2f} | {args.n / t_pool:.0f} | "
         f"{t_local / t_pool:.2f}x | {cpu_pool:.2f} | {busy_pool:.2f} |"
     )
+    print(
+        f"| ceiling: {args.workers} plain processes, no judger | {t_raw:.2f} | {args.n / t_raw:.0f} | "
+        f"{t_local / t_raw:.2f}x | | |"
+    )
     runs_local = ", ".join(f"{t:.2f}" for t in local_times)
     runs_pool = ", ".join(f"{t:.2f}" for t in pool_times)
     print(
         f"\nScorer: {loops} loop iterations = {one * 1000:.2f} CPU ms per sample through the local judger. "
-        f"Runs: local {runs_local} s; pool {runs_pool} s. "
+        f"Runs: local {runs_local} s; pool {runs_pool} s; "
+        f"plain processes {', '.join(f'{t:.2f}' for t in raw_times)} s. "
         f"Building the pool (Ray start + {args.workers} actors) took {built:.1f} s, not counted. "
         f"1-minute load average before / after: {load_before:.1f} / {os.getloadavg()[0]:.1f}."
     )
@@ -129,7 +155,8 @@ def main() -> None:
     print(
         f"\nCPU-bound estimate with {cores} idle cores: {cores} x {cpu_local:.2f} / {cpu_pool:.2f} = "
         f"{cores * cpu_local / cpu_pool:.2f}x (the pool's CPU overhead is "
-        f"{100 * (cpu_pool / cpu_local - 1):.0f}%)."
+        f"{100 * (cpu_pool / cpu_local - 1):.0f}%). The pool's throughput is {100 * t_raw / t_pool:.0f}% of "
+        f"the plain-process ceiling measured in the same run."
     )
 
 

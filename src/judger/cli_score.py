@@ -77,136 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- building the judger --------------------------------------------------------------------------
 
 
-class ConfigError(Exception):
-    """The judger to score with could not be found or built."""
-
-
-def _is_config(obj: Any) -> bool:
-    from judger.base import BaseJudger
-    from judger.config import ComposedJudgerConfig, JudgerConfig
-
-    return isinstance(obj, (JudgerConfig, ComposedJudgerConfig, BaseJudger))
-
-
-def _importable_as(path: Any, name: str) -> bool:
-    """Whether ``name`` can be this file's module name without hiding another module."""
-    import importlib.util
-    from pathlib import Path
-
-    if not name.isidentifier():
-        return False
-    loaded = sys.modules.get(name)
-    if loaded is not None:
-        return False
-    try:
-        found = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return False
-    return found is None or (
-        found.origin is not None and Path(found.origin).resolve() == Path(path).resolve()
-    )
-
-
-def _load_file(path_text: str) -> Any:
-    import importlib.util
-    from pathlib import Path
-
-    path_part, _, name = path_text.partition(".py:")
-    path = Path(path_part if not name else path_part + ".py")
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    # register the file as an importable module (its folder on sys.path): functions defined in it then
-    # pickle by reference, so worker processes and Ray actors can load them too
-    # ... under its own name only when that shadows nothing importable (a "ray.py" must not hide Ray)
-    module_name = path.stem if _importable_as(path, path.stem) else None
-    module_name = module_name or f"_judger_config_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"cannot load {path} as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise ConfigError(f"{path} failed to load: {type(exc).__name__}: {exc}") from exc
-    if name:
-        if not hasattr(module, name):
-            raise ConfigError(f"{path} defines no {name!r}")
-        return getattr(module, name)
-    found = {k: v for k, v in vars(module).items() if not k.startswith("_") and _is_config(v)}
-    for preferred in ("judger_config", "config"):
-        if preferred in found:
-            return found[preferred]
-    if len(found) == 1:
-        return next(iter(found.values()))
-    if not found:
-        raise ConfigError(
-            f"{path} defines no JudgerConfig or ComposedJudgerConfig; assign one to a variable "
-            "(e.g. judger_config = JudgerConfig(...))"
-        )
-    raise ConfigError(
-        f"{path} defines several configs ({', '.join(sorted(found))}); name one with {path}:NAME "
-        "or call it judger_config"
-    )
-
-
-def load_config(spec: str) -> Any:
-    """A config (or judger) from ``FILE.py``, ``FILE.py:NAME`` or ``pkg.module:name``."""
-    from judger.handlers import import_object
-
-    if spec.endswith(".py") or ".py:" in spec:
-        obj = _load_file(spec)
-    else:
-        try:
-            obj = import_object(spec)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    if isinstance(obj, type):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise ConfigError(f"{spec}: cannot instantiate {obj.__name__} without arguments: {exc}") from exc
-    if not _is_config(obj):
-        raise ConfigError(
-            f"{spec} is a {type(obj).__name__}, not a JudgerConfig, ComposedJudgerConfig or Judger"
-        )
-    return obj
-
-
-def load_preset(name: str) -> Any:
-    """``MathJudgerConfig``, ``math`` or ``Math``: the preset config class of that name, instantiated."""
-    import judger.presets as presets
-
-    available = list(getattr(presets, "__all__", []))
-    wanted = {name.lower(), name.lower() + "judgerconfig"}
-    matches = [n for n in available if n.lower() in wanted]
-    if not matches:
-        raise ConfigError(f"no preset {name!r}; available: {', '.join(available)}")
-    try:
-        cls = getattr(presets, matches[0])
-    except (AttributeError, ImportError) as exc:
-        raise ConfigError(f"preset {matches[0]} is not available: {exc}") from exc
-    try:
-        return cls()
-    except Exception as exc:
-        raise ConfigError(
-            f"preset {matches[0]} needs arguments; write a config file and use -c: {exc}"
-        ) from exc
-
-
 def default_config(compat: str | None = None) -> Any:
     """verl's dispatch by data_source (``judger.compat.verl.default_judger_config``)."""
-    try:
-        from judger.compat.verl import default_judger_config
-    except ImportError as exc:
-        raise ConfigError(
-            f"the default config (verl's dispatch by data_source) is not available ({exc}); "
-            "pass -c CONFIG or --preset NAME"
-        ) from exc
+    from judger.compat.verl import default_judger_config
+
     return default_judger_config(compat=compat)
 
 
@@ -239,9 +113,10 @@ def _close_shared_pool() -> None:
 def build(args: argparse.Namespace) -> Any:
     from judger.base import BaseJudger
     from judger.config import build_judger
+    from judger.loading import ConfigError, load_preset, load_target
 
     if args.config:
-        cfg = load_config(args.config)
+        cfg = load_target(args.config)
     elif args.preset:
         cfg = load_preset(args.preset)
     else:
@@ -314,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
     if not rollouts.states:
         _say(f"judger score: {args.input}: no rows to score")
         return EXIT_UNUSABLE
+    from judger.loading import ConfigError
+
     try:
         judger = build(args)
     except ConfigError as exc:

@@ -74,7 +74,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _target(spec: dict[str, Any]) -> Any:
-    from judger.server_loading import load_preset, load_target, parse_overrides
+    from judger.loading import load_preset, load_target, parse_overrides
 
     overrides = parse_overrides(spec["overrides"])
     if spec["preset"]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from judger import JudgerConfig
-from judger.server_loading import load_preset, load_target, parse_overrides
+from judger.loading import load_preset, load_target, parse_overrides
 
 CONFIG_FILE = """
 from judger import JudgerConfig

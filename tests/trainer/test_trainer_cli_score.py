@@ -144,7 +144,7 @@ def test_unusable_input_and_config(tmp_path: Path, toy_file: Path, exact_match_c
     code, _, err = _score([str(toy_file), "-c", "judger.testing.handlers:exact_match"], capsys)
     assert code == 2 and "not a JudgerConfig" in err
     code, _, err = _score([str(toy_file), "--preset", "NoSuchThing"], capsys)
-    assert code == 2 and "no preset 'NoSuchThing'" in err
+    assert code == 2 and "unknown preset 'NoSuchThing'" in err
 
 
 def test_failures_and_timeouts_are_counted(write_jsonl, row, tmp_path: Path, capsys) -> None:

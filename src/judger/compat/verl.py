@@ -96,6 +96,8 @@ VERL_DATA_SOURCES: dict[str, Route] = {
 
 DEFAULT_HEAVY_TIMEOUT = 10.0
 
+_warned = {"sandbox_fusion_url": False}
+
 
 def route_of(data_source: Any) -> Route:
     """The scorer verl would use for ``data_source``; NotImplementedError (listing them) otherwise."""
@@ -162,7 +164,8 @@ def default_compute_score(
     local sandbox); ``memory_limit_mb`` sets the code sandbox's memory limit. Other keyword
     arguments are ignored, as verl ignores them.
     """
-    if sandbox_fusion_url:
+    if sandbox_fusion_url and not _warned["sandbox_fusion_url"]:
+        _warned["sandbox_fusion_url"] = True
         logger.warning("judger: sandbox_fusion_url is ignored; code runs in judger's local sandbox")
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")

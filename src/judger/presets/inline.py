@@ -63,32 +63,32 @@ class InlineScorerJudger(ScorerJudger):
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
         if not self._fast_path():
             return await super().batch_judge(rollout_states)
-        batch = self.batch_scorer
-        direct = _DIRECT_WRITE
         for lo in range(0, len(rollout_states), _CHUNK):
             if lo and lo % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a 100k batch must not starve the event loop
-            chunk = rollout_states[lo : lo + _CHUNK]
-            # fields live in each state's instance dict: read and write them there, without
-            # pydantic's Python-level attribute dispatch, which costs more than scoring a GSM8K answer
-            # (small chunks keep those dicts in cache between the read and the write)
-            fields = [state.__dict__ for state in chunk]
-            if batch is None:
-                rewards = self._generic_batch(chunk)
-            else:
-                rewards = batch(
-                    [f["response"] for f in fields],
-                    [rm.get("ground_truth") if (rm := f["reward_model"]) else None for f in fields],
-                )
-            for state, f, reward in zip(chunk, fields, rewards):
-                if type(reward) is not dict:
-                    self.capture(state, reward)
-                elif direct:  # what pydantic's __setattr__ does for a plain field
-                    f["reward"] = reward
-                    state.__pydantic_fields_set__.add("reward")
-                else:
-                    state.reward = reward
+            self._judge_chunk(rollout_states[lo : lo + _CHUNK])
         return rollout_states
+
+    def _judge_chunk(self, chunk: list[RolloutState]) -> None:
+        # Fields live in each state's instance dict: read and write them there, without pydantic's
+        # Python-level attribute dispatch, which costs more than scoring a GSM8K answer. Small
+        # chunks keep those dicts in cache from the read to the write.
+        fields = [state.__dict__ for state in chunk]
+        if self.batch_scorer is None:
+            rewards = self._generic_batch(chunk)
+        else:
+            models = [f["reward_model"] for f in fields]
+            labels = [rm.get("ground_truth") if isinstance(rm, dict) else None for rm in models]
+            rewards = self.batch_scorer([f["response"] for f in fields], labels)
+        direct = _DIRECT_WRITE
+        for state, f, reward in zip(chunk, fields, rewards):
+            if type(reward) is not dict:
+                self.capture(state, reward)
+            elif direct:  # what pydantic's __setattr__ does for a plain field
+                f["reward"] = reward
+                state.__pydantic_fields_set__.add("reward")
+            else:
+                state.reward = reward
 
 
 # RolloutState leaves validate_assignment off (see rollout.py); if that changes, go through pydantic

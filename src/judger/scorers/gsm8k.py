@@ -10,9 +10,11 @@ Two modes, chosen by ``compat``:
 - ``compat=None`` (default) keeps the same window and the same format requirement (strict still
   needs ``####`` followed by a number) but fixes verl's false negatives: the answer and the ground
   truth are compared as *numbers* (exact decimal arithmetic), so ``#### 1234.``, ``#### 1234.00``,
-  ``#### $1,234``, ``#### 1,234`` and ``####1234`` all equal ``1234``; a sentence-final period in
-  flexible mode (``... is 72.``) no longer breaks the match; a ground truth given as ``int`` works.
-  ``pred`` is the canonical number (``"1234"``), so majority voting groups equal answers.
+  ``#### $1,234`` and ``####1234`` all equal ``1234`` (verl: wrong or no answer); in flexible
+  mode a sentence-final period (``... is 72.``) or a thousands separator no longer breaks the
+  match; a ground truth given as ``int`` works (verl compares it to a str: never equal), and a
+  missing one (None) raises instead of scoring the sample as wrong. ``pred`` is the canonical
+  number (``"1234"``), so majority voting groups equal answers.
 
 Both return ``{"score": float, "acc": bool, "pred": str | None}``.
 """
@@ -200,11 +202,47 @@ def make_batch_scorer(
 
         return each
 
-    verl = compat == "verl"
-    pattern, marker = (_VERL_STRICT, "#### ") if verl else (_STRICT, "####")
-    match_at = pattern.match
-    skip = len(marker)
     right, wrong = float(score), float(format_score)
+    if compat == "verl":
+        return _verl_strict_batch(right, wrong)
+    return _strict_batch(right, wrong)
+
+
+def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
+    match_at = _VERL_STRICT.match
+
+    def verl_strict(responses: Sequence[Any], labels: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        append = out.append
+        for text, label in zip(responses, labels):
+            try:
+                start = len(text) - CLIP_CHARS
+                if start < 0:
+                    start = 0
+                at = text.rfind("#### ", start)
+                if at < 0:
+                    append({"score": 0.0, "acc": False, "pred": None})
+                    continue
+                # "#### <digits>" ending the response needs no regex (nothing after it can start
+                # another match, so it is the last one)
+                answer = text[at + 5 :]
+                if not (answer.isdigit() and answer.isascii()):
+                    found = match_at(text, at) or _last_match(_VERL_STRICT, "#### ", text, start)
+                    if found is None:
+                        append({"score": 0.0, "acc": False, "pred": None})
+                        continue
+                    answer = found[1].replace(",", "")
+                correct = answer == label
+                append({"score": right if correct else wrong, "acc": correct, "pred": answer})
+            except Exception as exc:
+                append(exc)
+        return out
+
+    return verl_strict
+
+
+def _strict_batch(right: float, wrong: float) -> BatchScorer:
+    match_at = _STRICT.match
 
     def strict(responses: Sequence[Any], labels: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
@@ -215,37 +253,34 @@ def make_batch_scorer(
                 append(TypeError(f"gsm8k scorer: the response must be a str, got {type(text).__name__}"))
                 continue
             try:
-                if not verl:
-                    if type(label) is str:
-                        normal = canonical.get(label)
-                        if normal is None:
-                            if len(canonical) >= _MAX_LABELS:
-                                canonical.clear()
-                            normal = canonical[label] = _label(label)
-                        label = normal
-                    else:
-                        label = _label(label)
+                if label is None:
+                    _label(label)  # raises: a missing label is a broken sample
                 start = len(text) - CLIP_CHARS
                 if start < 0:
                     start = 0
-                at = text.rfind(marker, start)
+                at = text.rfind("####", start)
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
                     continue
-                # the common case, "#### <digits>" ending the response, needs no regex (nothing
-                # after it can start another match, so it is the last one)
-                tail = text[at + skip :]
-                if not verl and tail[:1] == " ":
-                    tail = tail[1:]
-                if tail.isdigit() and tail.isascii():
-                    answer = tail if verl or tail[0] != "0" else (tail.lstrip("0") or "0")
+                pos = at + 5 if text.startswith(" ", at + 4) else at + 4
+                answer = text[pos:]
+                if answer.isdigit() and answer.isascii():
+                    if answer[0] == "0":
+                        answer = answer.lstrip("0") or "0"
                 else:
-                    found = match_at(text, at) or _last_match(pattern, marker, text, start)
+                    found = match_at(text, at) or _last_match(_STRICT, "####", text, start)
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
-                    answer = found[1].replace(",", "") if verl else _normalise(found[1])
-                correct = answer == label
+                    answer = _normalise(found[1])
+                gold = canonical.get(label) if type(label) is str else None
+                if gold is None:
+                    gold = _label(label)
+                    if type(label) is str:
+                        if len(canonical) >= _MAX_LABELS:
+                            canonical.clear()
+                        canonical[label] = gold
+                correct = answer == gold
                 append({"score": right if correct else wrong, "acc": correct, "pred": answer})
             except Exception as exc:
                 append(exc)
