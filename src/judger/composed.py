@@ -86,6 +86,10 @@ class ComposedJudger(Judger):
 
     # --- routing ---------------------------------------------------------------------------------
 
+    def branch(self, name: str) -> Judger:
+        """The judger of branch ``name`` (subclasses may build branches on first use)."""
+        return self.branches[name]
+
     def route(self, data_source: Any) -> list[str]:
         """The branch names ``data_source`` selects, or the XTuner-compatible error."""
         known = list(self.branches)
@@ -131,7 +135,7 @@ class ComposedJudger(Judger):
         return self.route(dict.fromkeys(self.branches, 1.0))
 
     def _preprocess(self, state: RolloutState, names: list[str]) -> JudgerPayload:
-        return {_BRANCHES: {name: _branch_preprocess(self.branches[name], state) for name in names}}
+        return {_BRANCHES: {name: _branch_preprocess(self.branch(name), state) for name in names}}
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         return self._preprocess(rollout_state, self.route(rollout_state.data_source))
@@ -146,7 +150,7 @@ class ComposedJudger(Judger):
                     raise result.to_exception()
             return results  # type: ignore[return-value]
         routes: dict[str, JudgerPayload] = payload[_BRANCHES]
-        outputs = await asyncio.gather(*(self.branches[n].run_payload(p) for n, p in routes.items()))
+        outputs = await asyncio.gather(*(self.branch(n).run_payload(p) for n, p in routes.items()))
         return {_BRANCHES: dict(zip(routes, outputs))}
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
@@ -163,7 +167,7 @@ class ComposedJudger(Judger):
                 items.append(branch_payload)
         names = list(per_branch)
         branch_results = await asyncio.gather(
-            *(self.branches[n].run_payloads(per_branch[n][1]) for n in names)
+            *(self.branch(n).run_payloads(per_branch[n][1]) for n in names)
         )
         assembled: list[dict[str, Any]] = [{} for _ in payloads]
         failures: dict[int, JudgeFailure] = {}
@@ -179,11 +183,11 @@ class ComposedJudger(Judger):
         outputs: dict[str, JudgerOutput] = output[_BRANCHES]
         if len(outputs) == 1:
             ((name, out),) = outputs.items()
-            return await maybe_await(self.branches[name].postprocess(rollout_state, out))
+            return await maybe_await(self.branch(name).postprocess(rollout_state, out))
         if self.merge_fn is None:
             raise ValueError(f"{self.judger_name!r}: several branches ran but there is no merge_fn")
         rewards = {
-            name: await _branch_reward(self.branches[name], rollout_state, out)
+            name: await _branch_reward(self.branch(name), rollout_state, out)
             for name, out in outputs.items()
         }
         try:

@@ -31,7 +31,6 @@ the last boxed answer, used in both modes.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib
 import importlib.util
@@ -39,7 +38,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal
 
@@ -47,18 +46,11 @@ from pydantic import Field
 
 from judger.base import (
     Judger,
-    JudgerOutput,
-    JudgerOutputBatch,
-    JudgerPayload,
-    JudgerPayloadBatch,
-    PayloadResult,
-    maybe_await,
 )
+from judger.composed import ComposedJudger
 from judger.config import JudgerConfig
 from judger.errors import JudgerError
-from judger.failure import JudgeFailure
 from judger.handlers import BATCH_ATTR
-from judger.rollout import RolloutState
 
 logger = logging.getLogger(__name__)
 
@@ -326,9 +318,6 @@ def load_reward_function(
 
 # --- a judger that routes like verl ------------------------------------------------------------
 
-_ROUTE = "route"
-_INNER = "payload"
-
 
 def route_config(route: Route, compat: Compat) -> JudgerConfig:
     """The preset config judger uses for one of verl's routes."""
@@ -349,7 +338,7 @@ def route_config(route: Route, compat: Compat) -> JudgerConfig:
     return presets.QAExactMatchJudgerConfig(judger_name="searchR1_qa", compat=compat)
 
 
-class VerlRouterJudger(Judger):
+class VerlRouterJudger(ComposedJudger):
     """Judge each sample with the preset judger verl's table picks for its ``data_source``.
 
     A batch is split per route and each route's judger gets one batched call (so its dedup and
@@ -369,60 +358,29 @@ class VerlRouterJudger(Judger):
         max_concurrency: int = 64,
         timeout: float = 300.0,
     ) -> None:
-        super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
+        # not ComposedJudger.__init__: the branches are verl's routes, built on first use
+        Judger.__init__(
+            self, judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency
+        )
         self.compat = compat
         self.overrides = dict(overrides or {})
-        self.judgers: dict[Route, Judger] = {}
+        self.branches: dict[str, Judger] = {}
+        self.merge_fn = None
 
-    def judger_for(self, route: Route) -> Judger:
-        judger = self.judgers.get(route)
+    def route(self, data_source: Any) -> list[str]:
+        return [route_of(data_source)]
+
+    def branch(self, name: str) -> Judger:
+        judger = self.branches.get(name)
         if judger is None:
-            override = self.overrides.get(route)
+            override = self.overrides.get(name)
             if isinstance(override, Judger):
                 judger = override
             else:
-                config = override if override is not None else route_config(route, self.compat)
+                config = override if override is not None else route_config(name, self.compat)  # type: ignore[arg-type]
                 judger = config.build()
-            self.judgers[route] = judger
+            self.branches[name] = judger
         return judger
-
-    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
-        route = route_of(rollout_state.data_source)
-        return {_ROUTE: route, _INNER: self.judger_for(route).preprocess(rollout_state)}
-
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            results = await self.run_payloads(payload)
-            for result in results:
-                if isinstance(result, JudgeFailure):
-                    raise result.to_exception()
-            return results  # type: ignore[return-value]
-        return await self.run_payload(payload)
-
-    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        # each route's judger applies its own deadline and validation
-        output = await self.judger_for(payload[_ROUTE]).run_payload(payload[_INNER])
-        return {_ROUTE: payload[_ROUTE], _INNER: output}
-
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        groups: dict[Route, list[int]] = {}
-        for i, payload in enumerate(payloads):
-            groups.setdefault(payload[_ROUTE], []).append(i)
-        routes = list(groups)
-        per_route = await asyncio.gather(
-            *(self.judger_for(r).run_payloads([payloads[i][_INNER] for i in groups[r]]) for r in routes)
-        )
-        results: list[PayloadResult] = [None] * len(payloads)  # type: ignore[list-item]
-        for route, outputs in zip(routes, per_route):
-            for i, output in zip(groups[route], outputs):
-                results[i] = output if isinstance(output, JudgeFailure) else {_ROUTE: route, _INNER: output}
-        return results
-
-    async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:  # type: ignore[override]
-        return await maybe_await(self.judger_for(output[_ROUTE]).postprocess(rollout_state, output[_INNER]))
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*(j.aclose() for j in self.judgers.values()))
 
 
 class VerlDefaultJudgerConfig(JudgerConfig):
