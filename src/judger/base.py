@@ -198,6 +198,15 @@ class Judger(BaseJudger):
             )
         return [self._check_captured(out, i) for i, out in enumerate(outputs)]
 
+    async def run_payloads_or_raise(self, payloads: Sequence[JudgerPayload]) -> list[JudgerOutput]:
+        """:meth:`run_payloads`, raising the first failure: ``judge_payload``'s contract for a list,
+        for judgers whose real work lives in ``run_payloads``."""
+        results = await self.run_payloads(payloads)
+        for result in results:
+            if isinstance(result, JudgeFailure):
+                raise result.to_exception()
+        return results  # type: ignore[return-value]
+
     async def _run_one_captured(self, payload: JudgerPayload) -> PayloadResult:
         try:
             return await self.run_payload(payload)

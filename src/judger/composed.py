@@ -144,11 +144,7 @@ class ComposedJudger(Judger):
 
     async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
         if isinstance(payload, list):
-            results = await self.run_payloads(payload)
-            for result in results:
-                if isinstance(result, JudgeFailure):
-                    raise result.to_exception()
-            return results  # type: ignore[return-value]
+            return await self.run_payloads_or_raise(payload)
         routes: dict[str, JudgerPayload] = payload[_BRANCHES]
         outputs = await asyncio.gather(*(self.branch(n).run_payload(p) for n, p in routes.items()))
         return {_BRANCHES: dict(zip(routes, outputs))}

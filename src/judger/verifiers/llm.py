@@ -151,11 +151,7 @@ class LLMJudger(Judger):
 
     async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
         if isinstance(payload, list):
-            results = await self.run_payloads(payload)
-            for result in results:
-                if isinstance(result, JudgeFailure):
-                    raise result.to_exception()
-            return results  # type: ignore[return-value]
+            return await self.run_payloads_or_raise(payload)
         return await self._grade(payload)
 
     async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
