@@ -2,8 +2,9 @@
 
 Shared by :class:`~judger.RemoteJudger` (one replica) and :class:`~judger.JudgerPool` (several).
 
-- A batch is cut into chunks sent in input order; each goes to the replica with the fewest payloads
-  in flight that has room under ``max_in_flight``; callers wait otherwise (backpressure).
+- A batch is cut into chunks sent in input order, large first and smaller towards the end (guided
+  scheduling); each goes to the replica with the fewest payloads in flight that has room under
+  ``max_in_flight``; callers wait otherwise (backpressure).
 - Every call has a deadline. A call that loses its actor (it died, or hung past the deadline and
   was killed so that Ray restarts it) is retried payload by payload on another replica. A replica
   whose actor was lost takes no work until a probe sees it answer again (restarted by Ray).
@@ -295,10 +296,14 @@ class Dispatcher:
 
     # --- running payloads ------------------------------------------------------------------------
 
-    def chunk_size_for(self, n: int) -> int:
-        # at least a few chunks per replica, so a slow replica takes fewer of them
-        per = -(-n // (4 * len(self.replicas)))
-        return max(1, min(self.chunk_size, self.max_in_flight, per))
+    def chunk_size_for(self, remaining: int, workers: int) -> int:
+        """Guided scheduling: big chunks while much is left, shrinking towards the end.
+
+        Each chunk is at most ``chunk_size`` and about ``remaining / (2 * workers)``, so early calls
+        amortise Ray's per-call cost and the last ones are small: replicas finish close together
+        instead of one of them still working through a full chunk while the others idle.
+        """
+        return max(1, min(self.chunk_size, self.max_in_flight, -(-remaining // (2 * workers))))
 
     async def run_one(self, payload: JudgerPayload) -> JudgerOutput:
         """One payload's output; raises the judger's own exception, or the retry-exhausted error."""
@@ -324,17 +329,20 @@ class Dispatcher:
         n = len(payloads)
         if n == 0:
             return []
-        size = self.chunk_size_for(n)
         results: list[Any] = [None] * n
-        spans = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+        # one sender per chunk the replicas can hold at once: more would only wait on the condition
+        # (a 100k batch must not wake thousands of waiters per release), fewer would leave room idle
+        senders = min(n, len(self.replicas) * max(1, self.max_in_flight // self.chunk_size))
+        cursor = 0
 
-        async def run_span(lo: int, hi: int) -> None:
-            results[lo:hi] = await self._run_chunk(list(payloads[lo:hi]), 0, None)
+        async def sender() -> None:
+            nonlocal cursor
+            while cursor < n:
+                lo = cursor
+                cursor = hi = lo + self.chunk_size_for(n - lo, senders)
+                results[lo:hi] = await self._run_chunk(list(payloads[lo:hi]), 0, None)
 
-        # only as many chunk coroutines as the replicas can hold: the rest wait in this list, not
-        # on the condition, so a 100k batch does not wake thousands of waiters per release
-        limit = max(1, len(self.replicas) * max(1, self.max_in_flight // size))
-        await gather_bounded([lambda s=s: run_span(*s) for s in spans], limit)
+        await gather_bounded([sender] * senders, senders)
         return results
 
     async def _run_chunk(

@@ -16,7 +16,6 @@ from judger.base import (
     PayloadResult,
 )
 from judger.execution.ray_dispatch import Dispatcher
-from judger.failure import JudgeFailure
 from judger.rollout import RolloutState
 
 # Added to every remote call's deadline: Ray's own latency, and an actor's restart after a crash.
@@ -71,11 +70,7 @@ class RayJudger(Judger):
 
     async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
         if isinstance(payload, list):
-            results = await self.run_payloads(payload)
-            for result in results:
-                if isinstance(result, JudgeFailure):
-                    raise result.to_exception()
-            return results  # type: ignore[return-value]
+            return await self.run_payloads_or_raise(payload)
         return await self.run_payload(payload)
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
