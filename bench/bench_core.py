@@ -67,7 +67,11 @@ def main() -> None:
 
     sync_judger = NativeJudger(reward_handler=trivial)
     async_judger = NativeJudger(reward_handler=atrivial)
-    rows: dict[str, list[float]] = {"direct loop": [], "batch_judge, sync handler": [], "batch_judge, async handler": []}
+    rows: dict[str, list[float]] = {
+        "direct loop": [],
+        "batch_judge, sync handler": [],
+        "batch_judge, async handler": [],
+    }
     for _ in range(args.repeat):
         rows["direct loop"].append(direct(states))
         rows["batch_judge, sync handler"].append(through(sync_judger, states))
@@ -81,7 +85,9 @@ def main() -> None:
     for name, times in rows.items():
         best = min(times)
         print(f"| {name} | {best:.3f} | {best / n * 1e6:.2f} | {(best - base) / n * 1e6:.2f} |")
-    print(f"\nBuilding the {n:,} validated RolloutStates took {build_s:.2f} s ({build_s / n * 1e6:.1f} us each).")
+    print(
+        f"\nBuilding the {n:,} validated RolloutStates took {build_s:.2f} s ({build_s / n * 1e6:.1f} us each)."
+    )
 
 
 if __name__ == "__main__":

@@ -162,9 +162,7 @@ class ComposedJudger(Judger):
                 owners.append(i)
                 items.append(branch_payload)
         names = list(per_branch)
-        branch_results = await asyncio.gather(
-            *(self.branch(n).run_payloads(per_branch[n][1]) for n in names)
-        )
+        branch_results = await asyncio.gather(*(self.branch(n).run_payloads(per_branch[n][1]) for n in names))
         assembled: list[dict[str, Any]] = [{} for _ in payloads]
         failures: dict[int, JudgeFailure] = {}
         for name, results in zip(names, branch_results):
@@ -183,8 +181,7 @@ class ComposedJudger(Judger):
         if self.merge_fn is None:
             raise ValueError(f"{self.judger_name!r}: several branches ran but there is no merge_fn")
         rewards = {
-            name: await _branch_reward(self.branch(name), rollout_state, out)
-            for name, out in outputs.items()
+            name: await _branch_reward(self.branch(name), rollout_state, out) for name, out in outputs.items()
         }
         try:
             async with deadline(self.timeout):

@@ -75,9 +75,8 @@ async def test_in_flight_payloads_per_replica_are_bounded(ray_cluster: Any) -> N
 async def test_closing_kills_actors_and_releases_the_registration(
     ray_cluster: Any, resource_manager: Any
 ) -> None:
-    from ray.exceptions import RayActorError
-
     import ray
+    from ray.exceptions import RayActorError
 
     cfg = SleepJudgerConfig(judger_name="closing", cpu_resources=small_resources(2))
     pool = cfg.build()

@@ -66,9 +66,8 @@ def test_memory_is_checked_too() -> None:
 
 @pytest.mark.ray
 def test_live_capacity_subtracts_placement_groups(ray_cluster: Any) -> None:
-    from ray.util import placement_group, remove_placement_group
-
     import ray
+    from ray.util import placement_group, remove_placement_group
 
     before = ray_cluster_capacity()
     assert before.total_cpus == ray.cluster_resources()["CPU"]

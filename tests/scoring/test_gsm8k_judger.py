@@ -189,3 +189,15 @@ def test_config_round_trips_through_json() -> None:
     config = GSM8KJudgerConfig(method="flexible", format_score=0.1, compat="verl")
     again = GSM8KJudgerConfig.model_validate_json(config.model_dump_json())
     assert again == config
+
+
+@pytest.mark.parametrize("method", ["strict", "flexible"])
+async def test_payload_carries_only_the_scoring_window(method: str) -> None:
+    # Ray actors and worker processes receive the payload: the last 300 characters are all it needs
+    long = "reasoning " * 5000 + "so the answer is\n#### 72"
+    judger = GSM8KJudgerConfig(method=method).build()
+    payload = judger.preprocess(state(long))
+    assert payload["response"] == long[-300:]
+    single = await judger.run_payload(payload)
+    assert single == compute_score(long, "72", method=method)
+    assert single["acc"] is True

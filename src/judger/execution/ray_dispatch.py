@@ -237,9 +237,8 @@ class Dispatcher:
     # --- one remote call -------------------------------------------------------------------------
 
     async def _call(self, replica: Replica, method: str, arg: Any, size: int) -> Any:
-        from ray.exceptions import RayError, RayTaskError
-
         import ray
+        from ray.exceptions import RayError, RayTaskError
 
         generation = replica.generation
         ref = getattr(replica.handle, method).remote(arg)

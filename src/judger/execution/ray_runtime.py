@@ -40,6 +40,7 @@ def spawn_actor(
 ) -> Any:
     """Start one JudgerActor hosting ``judger_config.build_local()``; returns its handle."""
     import ray
+
     from judger.execution.actor import JudgerActor
 
     options: dict[str, Any] = {

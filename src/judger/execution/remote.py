@@ -108,9 +108,8 @@ class RemoteJudger(RayJudger):
 
 def wait_actors_ready(judgers: list[RemoteJudger], timeout: float) -> None:
     """Block until every judger's actor answers; RuntimeError naming the first that cannot start."""
-    from ray.exceptions import GetTimeoutError
-
     import ray
+    from ray.exceptions import GetTimeoutError
 
     refs = [j.replica.handle.stats.remote() for j in judgers]
     try:

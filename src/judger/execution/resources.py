@@ -41,9 +41,8 @@ class ClusterCapacity:
 
 def ray_cluster_capacity() -> ClusterCapacity:
     """Read the live Ray cluster: alive nodes' CPU/memory, minus non-removed placement groups."""
-    from ray.util import placement_group_table
-
     import ray
+    from ray.util import placement_group_table
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     cpus = [float(n.get("Resources", {}).get("CPU", 0.0)) for n in nodes]

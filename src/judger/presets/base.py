@@ -69,6 +69,7 @@ class ScorerJudger(Judger):
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         pool: Any = None,
+        response_window: int | None = None,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         if execution not in ("inline", "process"):
@@ -77,6 +78,9 @@ class ScorerJudger(Judger):
         self.options = dict(options or {})
         self.execution: Execution = execution
         self._pool = pool
+        # a scorer that reads only the end of a response gets only that: Ray actors and worker
+        # processes then receive a few hundred bytes instead of the whole text
+        self.response_window = response_window
 
     @property
     def pool(self) -> Any:
@@ -88,8 +92,11 @@ class ScorerJudger(Judger):
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         reward_model = rollout_state.reward_model
+        response = rollout_state.response
+        if self.response_window is not None and response is not None and len(response) > self.response_window:
+            response = response[-self.response_window :]
         payload: JudgerPayload = {
-            "response": rollout_state.response,
+            "response": response,
             "label": reward_model.get("ground_truth") if reward_model else None,
         }
         extra = rollout_state.extra_fields.get("extra_info")
@@ -182,6 +189,10 @@ class ScorerJudgerConfig(JudgerConfig):
     def judger_class(self) -> type[ScorerJudger]:
         return ScorerJudger
 
+    def judger_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of :meth:`judger_class` (e.g. ``response_window``)."""
+        return {}
+
     def build_local(self) -> ScorerJudger:
         return self.judger_class()(
             self.judger_name,
@@ -191,4 +202,5 @@ class ScorerJudgerConfig(JudgerConfig):
             on_error=self.on_error,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
+            **self.judger_options(),
         )

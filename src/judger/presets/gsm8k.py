@@ -39,18 +39,15 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
             "score": self.score,
         }
 
-    def build_local(self) -> ScorerJudger:
-        from judger.scorers.gsm8k import make_batch_scorer
+    def judger_class(self) -> type[ScorerJudger]:
+        return InlineScorerJudger if self.execution == "inline" else ScorerJudger
 
-        if self.execution != "inline":
-            return super().build_local()
-        return InlineScorerJudger(
-            self.judger_name,
-            self.scorer(),
-            self.scorer_options(),
-            execution="inline",
-            on_error=self.on_error,
-            timeout=self.timeout,
-            max_concurrency=self.max_concurrency,
-            batch_scorer=make_batch_scorer(self.compat, self.method, self.format_score, self.score),
-        )
+    def judger_options(self) -> dict[str, Any]:
+        from judger.scorers.gsm8k import CLIP_CHARS, make_batch_scorer
+
+        # both extraction methods read only the last CLIP_CHARS characters
+        options: dict[str, Any] = {"response_window": CLIP_CHARS}
+        if self.execution == "inline":
+            bound = (self.compat, self.method, self.format_score, self.score)
+            options["batch_scorer"] = make_batch_scorer(*bound)
+        return options

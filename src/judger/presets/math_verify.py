@@ -71,14 +71,5 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
     def judger_class(self) -> type[ScorerJudger]:
         return MathVerifyJudger
 
-    def build_local(self) -> ScorerJudger:
-        return MathVerifyJudger(
-            self.judger_name,
-            self.scorer(),
-            self.scorer_options(),
-            execution=self.execution,
-            on_error=self.on_error,
-            timeout=self.timeout,
-            max_concurrency=self.max_concurrency,
-            timeout_score=self.timeout_score if self.compat == "verl" else None,
-        )
+    def judger_options(self) -> dict[str, Any]:
+        return {"timeout_score": self.timeout_score if self.compat == "verl" else None}
