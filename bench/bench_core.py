@@ -85,9 +85,8 @@ def main() -> None:
     for name, times in rows.items():
         best = min(times)
         print(f"| {name} | {best:.3f} | {best / n * 1e6:.2f} | {(best - base) / n * 1e6:.2f} |")
-    print(
-        f"\nBuilding the {n:,} validated RolloutStates took {build_s:.2f} s ({build_s / n * 1e6:.1f} us each)."
-    )
+    each = build_s / n * 1e6
+    print(f"\nBuilding the {n:,} validated RolloutStates took {build_s:.2f} s ({each:.1f} us each).")
 
 
 if __name__ == "__main__":
