@@ -22,7 +22,7 @@ from judger.execution.ray_testing import ToolJudgerConfig, fail_on_seven, small_
 
 pytestmark = pytest.mark.ray
 
-DATA = Path("/work/shared/data/gsm8k_test.jsonl")
+DATA = Path(__file__).parents[3] / "shared" / "data" / "gsm8k_test.jsonl"
 
 
 def dumps(states: list[RolloutState]) -> list[dict[str, Any]]:
