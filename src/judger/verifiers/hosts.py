@@ -1,8 +1,8 @@
 """OpenAI-compatible chat endpoints on several hosts: least-loaded choice, failover, lazy model names.
 
-One pooled ``httpx.AsyncClient`` per event loop serves all hosts. The retry policy is our own (it
-changes host and reads status codes and ``Retry-After``), with the backoff and the retryable status
-codes of :mod:`judger.http_client`.
+One pooled ``httpx.AsyncClient`` per event loop (from a :class:`~judger.http_client.HttpClient`)
+serves all hosts. The retry policy is our own (it changes host and reads status codes and
+``Retry-After``), with the backoff and the retryable status codes of :mod:`judger.http_client`.
 Each request goes to the host with the fewest requests in flight among those not cooling down after
 a failure; a failed attempt (connection error, timeout, 429/5xx, malformed reply) is retried with
 backoff on another host. The model name of each host comes from ``GET /v1/models`` on first use,
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from judger.errors import HandlerHTTPError, HandlerHTTPTimeout
-from judger.http_client import RETRY_STATUS, backoff_delay
+from judger.http_client import RETRY_STATUS, HttpClient, backoff_delay
 
 MODELS_PATH = "/v1/models"
 CHAT_PATH = "/v1/chat/completions"
@@ -100,31 +100,27 @@ class ChatHostPool:
         self.backoff_cap = backoff_cap
         self.cooldown = cooldown
         self.max_concurrency = max_concurrency
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # every request (model lookups included) holds the semaphore: it bounds the connections
+        self._pooled = HttpClient(timeout=timeout, max_connections=max_concurrency, headers=headers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
-        self._client: httpx.AsyncClient | None = None
         self._lookups: dict[str, asyncio.Future[str]] = {}
 
     # --- per-loop state --------------------------------------------------------------------------
 
     def _bind(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._sem is None or self._client is None or self._client.is_closed:
-            # asyncio primitives and httpx clients belong to one loop; each asyncio.run() gets its own
+        if self._loop is not loop or self._sem is None:
+            # asyncio primitives belong to one loop; each asyncio.run() gets its own
             self._loop = loop
             self._sem = asyncio.Semaphore(self.max_concurrency)
             self._lookups = {}
-            # every request (model lookups included) holds the semaphore: it bounds the connections
-            limits = httpx.Limits(
-                max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
-            )
-            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self._headers)
         return self._sem
 
     def _http(self) -> httpx.AsyncClient:
-        assert self._client is not None, "ChatHostPool used before _bind()"
-        return self._client
+        """The pooled client of the running loop (HttpClient makes one per loop)."""
+        return self._pooled.client()
 
     # --- balancing -------------------------------------------------------------------------------
 
@@ -268,13 +264,7 @@ class ChatHostPool:
         }
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and not client.is_closed:
-            try:
-                await client.aclose()
-            except RuntimeError:
-                # the loop that owned it is gone, and its sockets with it
-                pass
+        await self._pooled.aclose()
 
 
 class _AttemptError(Exception):
