@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--ms", type=float, default=2.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--actor-threads", type=int, default=None, help="num_threads of the judger in each actor")
     args = ap.parse_args()
 
     load_before = os.getloadavg()[0]
@@ -106,9 +107,8 @@ def main() -> None:
     cfg = JudgerConfig(judger_name="burn", reward_handler=burn, extra_info={"loops": loops})
     local = cfg.build()
     start = time.perf_counter()
-    pool = cfg.model_copy(
-        update={"cpu_resources": CPUResourcesConfig(num_workers=args.workers, num_cpus_per_worker=1)}
-    ).build()
+    resources = CPUResourcesConfig(num_workers=args.workers, num_cpus_per_worker=1)
+    pool = cfg.model_copy(update={"cpu_resources": resources, "num_threads": args.actor_threads}).build()
     built = time.perf_counter() - start
     timed(pool, states(200))  # warm-up: actor event loops, thread pools, Ray connections
     one = timed(local, states(200))[1] / 200

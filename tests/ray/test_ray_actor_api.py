@@ -37,3 +37,15 @@ async def test_remote_judge_payload_and_status_shapes(ray_cluster: Any) -> None:
         assert remote.get_worker_status() == {"sevens[0]": 0}
         (stats,) = remote.worker_stats().values()
         assert stats["state"] == "alive" and stats["completed"] == 5 and stats["lost_calls"] == 0
+
+
+def test_actor_threads_follow_the_reserved_cpus() -> None:
+    from judger.execution.ray_build import _actor_config
+
+    cfg = JudgerConfig(judger_name="t", reward_handler="judger.testing.handlers:exact_match")
+    assert _actor_config(cfg, cfg.build_local(), 1).num_threads == 1
+    assert _actor_config(cfg, cfg.build_local(), 2.5).num_threads == 3
+    explicit = cfg.model_copy(update={"num_threads": 8})
+    assert _actor_config(explicit, explicit.build_local(), 1).num_threads == 8
+    url = JudgerConfig(judger_name="u", reward_handler="http://127.0.0.1:9/reward")
+    assert _actor_config(url, url.build_local(), 1).num_threads is None

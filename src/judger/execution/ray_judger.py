@@ -22,14 +22,16 @@ from judger.rollout import RolloutState
 CALL_GRACE_S = 10.0
 
 
-def default_call_timeout(local: Judger) -> Callable[[int], float]:
+def default_call_timeout(local: Judger, threads: int | None = None) -> Callable[[int], float]:
     """The outer deadline of a call carrying n payloads, from the local judger's own deadline.
 
     Per-sample deadlines apply inside the actor; this one only catches an actor that died silently
     or whose event loop is blocked. A call of n payloads may need ``ceil(n / parallelism)`` rounds
-    of the inner deadline, plus one more for the queue, plus a fixed grace.
+    of the inner deadline, plus one more for the queue, plus a fixed grace. ``threads``: the
+    actor's own ``num_threads`` when it differs from the driver's instance.
     """
-    parallel = max(1, min(local.max_concurrency, getattr(local, "num_threads", local.max_concurrency)))
+    threads = threads or getattr(local, "num_threads", None) or local.max_concurrency
+    parallel = max(1, min(local.max_concurrency, threads))
     timeout = local.timeout
 
     def call_timeout(n: int) -> float:

@@ -74,7 +74,11 @@ class RemoteJudger(RayJudger):
                 max_restarts=max_restarts,
             )
         self.replica = Replica(actor, replica_name or f"{local.judger_name}[0]")
-        timeout_of = default_call_timeout(local) if call_timeout is None else (lambda n: call_timeout)
+        actor_threads = getattr(self.judger_config, "num_threads", None)
+        if call_timeout is None:
+            timeout_of = default_call_timeout(local, actor_threads)
+        else:
+            timeout_of = lambda n: call_timeout  # noqa: E731
         self.call_timeout_of = timeout_of
         dispatcher = Dispatcher(
             local.judger_name,
