@@ -54,7 +54,9 @@ class JudgerConfig(BaseModel):
         description="where a sync handler runs: worker threads, or killable worker processes "
         "(the handler must then be picklable: a top-level function or an import string)",
     )
-    num_threads: int | None = Field(None, ge=1, description="threads for a sync handler; None: cpus + 4")
+    num_threads: int | None = Field(
+        None, ge=1, description="threads for a sync handler; None: cpus + 4 (in a Ray actor: its CPUs)"
+    )
     handler_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments of the handler"
     )
