@@ -10,14 +10,24 @@ class JudgerError(Exception):
 class JudgeTimeoutError(JudgerError, TimeoutError):
     """A judge call overran its deadline."""
 
-    def __init__(self, judger_name: str, timeout: float, detail: str = "") -> None:
+    def __init__(
+        self, judger_name: str, timeout: float, detail: str = "", *, message: str | None = None
+    ) -> None:
         self.judger_name = judger_name
         self.timeout = timeout
         extra = f" ({detail})" if detail else ""
-        super().__init__(f"timeout: judger {judger_name!r} did not finish within {timeout:g} s{extra}")
+        super().__init__(
+            message or f"timeout: judger {judger_name!r} did not finish within {timeout:g} s{extra}"
+        )
 
-    def __reduce__(self) -> tuple[type, tuple[str, float, str]]:
-        return (type(self), (self.judger_name, self.timeout, ""))
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_timeout, (type(self), self.judger_name, self.timeout, str(self)))
+
+
+def _rebuild_timeout(
+    cls: type[JudgeTimeoutError], name: str, timeout: float, message: str
+) -> JudgeTimeoutError:
+    return cls(name, timeout, message=message)
 
 
 class JudgerOutputError(JudgerError, TypeError):

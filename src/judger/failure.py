@@ -25,11 +25,14 @@ class JudgeFailure:
         text = str(exc)
         if kind == "timeout" and "timeout" not in text.lower():
             text = f"timeout: {text}" if text else "timeout"
-        return cls(judger=judger_name, kind=kind, message=f"{type(exc).__name__}: {text}")
+        prefix = f"{type(exc).__name__}: "
+        # an exception rebuilt from a JudgeFailure already carries its type name
+        return cls(judger=judger_name, kind=kind, message=text if text.startswith(prefix) else prefix + text)
 
     def to_exception(self) -> Exception:
+        # the message already starts with the original exception's type name
         if self.kind == "timeout":
-            return JudgeTimeoutError(self.judger, 0.0, self.message)
+            return JudgeTimeoutError(self.judger, 0.0, message=self.message)
         return JudgerError(f"judger {self.judger!r}: {self.message}")
 
 
