@@ -227,3 +227,19 @@ async def test_base_judger_batch_judge_defaults_to_judge_each() -> None:
 async def test_async_context_manager_closes() -> None:
     async with ListJudger() as judger:
         assert (await judger.judge(state("1"))).reward == {"score": 1.0}
+
+
+def test_failures_round_trip_through_pickle_and_exceptions() -> None:
+    import pickle
+
+    from judger import JudgeFailure, JudgeTimeoutError
+
+    err = JudgeTimeoutError("slow", 1.5, "batch of 3")
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is JudgeTimeoutError and str(again) == str(err) and again.timeout == 1.5
+    failure = JudgeFailure.from_exception(err, "slow")
+    assert failure.kind == "timeout" and failure.message.startswith("JudgeTimeoutError: timeout:")
+    assert JudgeFailure.from_exception(failure.to_exception(), "slow") == failure
+    boom = JudgeFailure.from_exception(ValueError("bad label"), "j")
+    assert (boom.kind, boom.message) == ("error", "ValueError: bad label")
+    assert pickle.loads(pickle.dumps(boom)) == boom
