@@ -72,3 +72,28 @@ def test_json_round_trip_keeps_status() -> None:
     state = RolloutState(response="x", status=Status.COMPLETED, reward={"score": 1.0})
     again = RolloutState.model_validate_json(state.model_dump_json())
     assert again == state and again.status is Status.COMPLETED
+
+
+def test_token_sequences_accept_lists_tuples_and_arrays() -> None:
+    np = pytest.importorskip("numpy")
+    ids = list(range(32768))
+    state = RolloutState(response_ids=ids, logprobs=np.full(3, -0.5), response_mask=(1, 1, 0))
+    assert state.response_ids is ids  # kept as given: no per-token copy or validation pass
+    assert state.logprobs == [-0.5, -0.5, -0.5] and state.response_mask == [1, 1, 0]
+    assert RolloutState(prompt_ids=np.arange(3, dtype=np.int64)).prompt_ids == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "text"),
+    [
+        ("response_ids", "1 2 3", "must be a list of ints, got str"),
+        ("response_ids", [1, 2, "3"], "found '3'"),
+        ("prompt_ids", [[1, 2]], "found [1, 2]"),
+        ("response_mask", [True, False], "found True"),
+        ("logprobs", [None], "must be a list of numbers, found None"),
+    ],
+)
+def test_token_sequences_reject_the_usual_mix_ups(field: str, value: object, text: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        RolloutState(**{field: value})
+    assert field in str(info.value) and text in str(info.value)
