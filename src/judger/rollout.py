@@ -31,37 +31,39 @@ class Status(str, Enum):
         return cls.FAILED
 
 
-def _sequence_of(kind: type, name: str, schema: Any) -> PlainValidator:
+def _sequence_of(kind: type, fast: type, name: str, schema: Any) -> PlainValidator:
     """A validator for token-length sequences that costs O(1), not O(tokens).
 
-    A 32k-token rollout's ids, logprobs and mask cost about 1.5 ms to validate element by element,
+    A 32k-token rollout's ids, logprobs and mask cost about 1 ms to validate element by element,
     which would dominate building and judging it. Lists are kept as given (tuples and NumPy arrays
     become lists); only their first and last elements are type-checked, which catches the usual
-    mix-ups (strings, nested lists) without a pass over every token.
+    mix-ups (strings, nested lists, bools) without a pass over every token.
     """
 
+    def valid(item: Any) -> bool:
+        return type(item) is fast or (isinstance(item, kind) and not isinstance(item, bool))
+
     def check(value: Any) -> list[Any] | None:
-        if value is None:
-            return None
         if type(value) is not list:
+            if value is None:
+                return None
             if isinstance(value, tuple):
                 value = list(value)
             elif hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
                 value = value.tolist()
             else:
                 raise ValueError(f"must be a list of {name}, got {type(value).__name__}")
-        if value and not (
-            isinstance(value[0], kind) and isinstance(value[-1], kind) and not isinstance(value[0], bool)
-        ):
-            bad = value[0] if not isinstance(value[0], kind) or isinstance(value[0], bool) else value[-1]
-            raise ValueError(f"must be a list of {name}, found {bad!r} ({type(bad).__name__})")
+        if value:
+            for item in (value[0], value[-1]):
+                if not valid(item):
+                    raise ValueError(f"must be a list of {name}, found {item!r} ({type(item).__name__})")
         return value
 
     return PlainValidator(check, json_schema_input_type=schema)
 
 
-TokenIds = Annotated[list[int] | None, _sequence_of(Integral, "ints", list[int] | None)]
-Floats = Annotated[list[float] | None, _sequence_of(Real, "numbers", list[float] | None)]
+TokenIds = Annotated[list[int] | None, _sequence_of(Integral, int, "ints", list[int] | None)]
+Floats = Annotated[list[float] | None, _sequence_of(Real, float, "numbers", list[float] | None)]
 
 
 class RolloutState(BaseModel):
