@@ -18,7 +18,7 @@ from judger.errors import JudgerOutputError, JudgeTimeoutError
 from judger.failure import JudgeFailure, mark_failed
 from judger.outputs import check_output
 from judger.rollout import RolloutState
-from judger.timeouts import deadline
+from judger.timeouts import judge_deadline
 
 JudgerPayload = dict[str, Any]
 JudgerPayloadBatch = JudgerPayload | list[JudgerPayload]
@@ -148,11 +148,8 @@ class Judger(BaseJudger):
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         """``judge_payload`` on one payload under the deadline, with its output validated."""
-        try:
-            async with deadline(self.timeout):
-                output = await self.judge_payload(payload)
-        except TimeoutError as exc:
-            raise JudgeTimeoutError(self.judger_name, self.timeout) from exc
+        async with judge_deadline(self.judger_name, self.timeout):
+            output = await self.judge_payload(payload)
         if isinstance(output, list):
             raise TypeError(
                 f"judger {self.judger_name!r}: judge_payload returned a list for a single payload; "
@@ -173,12 +170,11 @@ class Judger(BaseJudger):
         if len(payloads) == 1:
             return [await self._run_one_captured(payloads[0])]
         try:
-            async with deadline(self.timeout):
+            async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
                 outputs = await self.judge_payload(list(payloads))
-        except TimeoutError as exc:
-            err = JudgeTimeoutError(self.judger_name, self.timeout)
+        except JudgeTimeoutError as err:
             if self.on_error == "raise":
-                raise err from exc
+                raise
             return [JudgeFailure.from_exception(err, self.judger_name)] * len(payloads)
         except Exception:
             if self.on_error == "raise":

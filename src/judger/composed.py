@@ -19,12 +19,11 @@ from judger.base import (
     PayloadResult,
     maybe_await,
 )
-from judger.errors import JudgeTimeoutError
 from judger.failure import JudgeFailure
 from judger.handlers import import_object
 from judger.outputs import check_output
 from judger.rollout import RolloutState
-from judger.timeouts import deadline
+from judger.timeouts import judge_deadline
 
 MergeFn = Callable[[RolloutState, dict[str, JudgerOutput]], RolloutState | Awaitable[RolloutState]]
 
@@ -183,11 +182,8 @@ class ComposedJudger(Judger):
         rewards = {
             name: await _branch_reward(self.branch(name), rollout_state, out) for name, out in outputs.items()
         }
-        try:
-            async with deadline(self.timeout):
-                merged = await maybe_await(self.merge_fn(rollout_state, rewards))
-        except TimeoutError as exc:
-            raise JudgeTimeoutError(self.judger_name, self.timeout, "merge_fn") from exc
+        async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
+            merged = await maybe_await(self.merge_fn(rollout_state, rewards))
         if not isinstance(merged, RolloutState):
             raise TypeError(
                 f"{self.judger_name!r}: merge_fn returned {type(merged).__name__}; it must return the "

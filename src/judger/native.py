@@ -27,7 +27,7 @@ from judger.handlers import RewardHandler, resolve_handler
 from judger.http_client import HttpClient
 from judger.outputs import check_output
 from judger.rollout import RolloutState
-from judger.timeouts import deadline
+from judger.timeouts import judge_deadline
 
 # Items a worker thread takes at once in a batch: large enough that thread hand-off costs well under
 # a microsecond per sample, small enough that a hung item strands few others (they are resubmitted).
@@ -167,12 +167,12 @@ class NativeJudger(Judger):
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         try:
-            async with deadline(self.timeout):
+            async with judge_deadline(self.judger_name, self.timeout):
                 output = await self._call_one(payload)
-        except TimeoutError as exc:
-            if self.handler.kind == "sync":
-                self._retire_executor()
-            raise JudgeTimeoutError(self.judger_name, self.timeout) from exc
+        except JudgeTimeoutError:
+            if self.handler.kind == "sync" and self.execution == "thread":
+                self._retire_executor()  # the abandoned call still holds a thread
+            raise
         return check_output(output, self.judger_name)
 
     async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
@@ -212,13 +212,11 @@ class NativeJudger(Judger):
 
     async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
         try:
-            async with deadline(self.timeout):
+            async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
                 outputs = await self._call_batch(payloads)
         except Exception as exc:
-            if isinstance(exc, TimeoutError):
-                exc = JudgeTimeoutError(self.judger_name, self.timeout, f"batch of {len(payloads)}")
             if self.on_error == "raise":
-                raise exc from None
+                raise
             return [JudgeFailure.from_exception(exc, self.judger_name)] * len(payloads)
         return [self._check_captured(out, i) for i, out in enumerate(outputs)]
 

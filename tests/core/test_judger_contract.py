@@ -171,6 +171,19 @@ async def test_deadline_marks_timeout_failure() -> None:
     assert s.extra_fields["judge_failure"] == {"judger": "Slow", "kind": "timeout"}
 
 
+class OwnTimeout(Judger):
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> Any:
+        raise TimeoutError("upstream grader timed out after 2 s")
+
+
+async def test_a_timeout_raised_by_the_judger_itself_keeps_its_message() -> None:
+    s = await OwnTimeout().judge(state("1"))
+    assert s.error_msg == "TimeoutError: timeout: upstream grader timed out after 2 s"
+    assert s.extra_fields["judge_failure"]["kind"] == "timeout"
+    out = await OwnTimeout().batch_judge([state("1"), state("2")])
+    assert all(x.error_msg == "TimeoutError: timeout: upstream grader timed out after 2 s" for x in out)
+
+
 async def test_on_error_raise_propagates() -> None:
     with pytest.raises(TimeoutError):
         await Slow(timeout=0.05, on_error="raise").judge(state("1"))

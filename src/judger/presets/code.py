@@ -11,10 +11,9 @@ from pydantic import Field
 
 from judger.base import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.base import JudgerPayload as Payload
-from judger.errors import JudgeTimeoutError
 from judger.execution.sandbox import SandboxLimits
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.timeouts import deadline
+from judger.timeouts import judge_deadline
 
 
 class CodeJudger(ScorerJudger):
@@ -67,10 +66,8 @@ class CodeJudger(ScorerJudger):
         kwargs.pop("limits", None)
         async with self._slots_here():
             try:
-                async with deadline(self.timeout):
+                async with judge_deadline(self.judger_name, self.timeout):
                     return await score_async(*args, limits=self.limits, **kwargs)
-            except TimeoutError:
-                return JudgeTimeoutError(self.judger_name, self.timeout)
             except Exception as exc:
                 return exc
 
