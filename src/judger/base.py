@@ -211,6 +211,15 @@ class Judger(BaseJudger):
                 raise
             return JudgeFailure.from_exception(exc, self.judger_name)
 
+    def capture_result(self, result: Any, index: int) -> PayloadResult:
+        """A raw result of payload ``index`` -- an output, or the exception raised in its place --
+        as a validated output or a JudgeFailure (or raised, with ``on_error="raise"``)."""
+        if isinstance(result, BaseException):
+            if self.on_error == "raise":
+                raise result
+            return JudgeFailure.from_exception(result, self.judger_name)
+        return self._check_captured(result, index)
+
     def _check_captured(self, output: Any, index: int) -> PayloadResult:
         try:
             return check_output(output, self.judger_name, index)

@@ -182,7 +182,7 @@ class NativeJudger(Judger):
             return await self._run_batched(payloads)
         if self.execution == "process":
             results = await self._run_in_processes(payloads)
-            return [self._captured(r, i) for i, r in enumerate(results)]
+            return [self.capture_result(r, i) for i, r in enumerate(results)]
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
         return await gather_bounded(
@@ -240,18 +240,7 @@ class NativeJudger(Judger):
                 await self._drive_chunk(payloads, lo, hi, results)
 
         await asyncio.gather(*(driver() for _ in range(min(self.num_threads, -(-n // size)))))
-        if self.on_error == "raise":
-            for r in results:
-                if isinstance(r, BaseException):
-                    raise r
-        return [self._captured(r, i) for i, r in enumerate(results)]
-
-    def _captured(self, result: Any, index: int) -> PayloadResult:
-        if isinstance(result, BaseException):
-            if self.on_error == "raise":
-                raise result
-            return JudgeFailure.from_exception(result, self.judger_name)
-        return self._check_captured(result, index)
+        return [self.capture_result(r, i) for i, r in enumerate(results)]
 
     async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Sync handler calls on the shared worker-process pool: a call that overruns the deadline

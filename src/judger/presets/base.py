@@ -136,14 +136,9 @@ class ScorerJudger(Judger):
         scored = await self._score(unique)
         results: list[PayloadResult] = []
         for i, slot in enumerate(slots):
-            value = scored[slot]
-            if isinstance(value, BaseException):
-                if self.on_error == "raise":
-                    raise value
-                results.append(JudgeFailure.from_exception(value, self.judger_name))
-                continue
+            result = self.capture_result(scored[slot], i)
             # each sample gets its own dict: postprocess may write into it
-            results.append(self._check_captured(dict(value), i))
+            results.append(result if isinstance(result, JudgeFailure) else dict(result))
         return results
 
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:

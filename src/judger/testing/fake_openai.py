@@ -193,6 +193,19 @@ class FakeOpenAI:
             return f"I compared the final answer with the gold answer.\nFinal Judgment: \\boxed{{{letter}}}"
         return letter
 
+    async def _admit(self, body: dict[str, Any]) -> Any:
+        """Record a generation request and hold it as the mode says: an error response, or None.
+
+        In-flight counting covers the hold (stall mode), which is what concurrency tests measure.
+        """
+        self.requests.append(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return self._model_error(body) or await self._hold()
+        finally:
+            self.in_flight -= 1
+
     # --- the app ---------------------------------------------------------------------------------
 
     def _build_app(self) -> FastAPI:
@@ -213,16 +226,10 @@ class FakeOpenAI:
         async def chat(request: Request) -> Any:
             body = await request.json()
             fake.chat_requests += 1
-            fake.requests.append(body)
-            fake.in_flight += 1
-            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-            try:
-                error = fake._model_error(body) or await fake._hold()
-                if error is not None:
-                    return error
-                text = fake.chat_reply(body.get("messages") or [])
-            finally:
-                fake.in_flight -= 1
+            error = await fake._admit(body)
+            if error is not None:
+                return error
+            text = fake.chat_reply(body.get("messages") or [])
             prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
             return {
                 "id": f"chatcmpl-{fake.chat_requests}",
@@ -243,15 +250,9 @@ class FakeOpenAI:
         async def completions(request: Request) -> Any:
             body = await request.json()
             fake.completion_requests += 1
-            fake.requests.append(body)
-            fake.in_flight += 1
-            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-            try:
-                error = fake._model_error(body) or await fake._hold()
-                if error is not None:
-                    return error
-            finally:
-                fake.in_flight -= 1
+            error = await fake._admit(body)
+            if error is not None:
+                return error
             prompts = _prompts(body.get("prompt", ""))
             choices = [
                 fake._completion_choice(i, str(p), body.get("max_tokens"), body.get("logprobs"))
