@@ -155,7 +155,7 @@ async def run_raw_sockets(port: int, n: int, concurrency: int) -> float:
 
 
 def start_server(port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "judger.cli", "serve", f"{Path(__file__).resolve()}:bench_config"]
+    cmd = [sys.executable, "-m", "judger.cli.main", "serve", f"{Path(__file__).resolve()}:bench_config"]
     cmd += ["--port", str(port), "--log-level", "warning", "--max-concurrency", "1024"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
     import httpx

@@ -64,7 +64,7 @@ async def judged(rows: list[dict[str, Any]], batch: int) -> tuple[list[bool], fl
 
 
 def throughput(repeat: int) -> None:
-    from judger.execution.process_pool import shared_pool
+    from judger.runtime.procpool.pool import shared_pool
 
     dev = load_rows()
     rows = dev * repeat
@@ -108,8 +108,8 @@ def throughput(repeat: int) -> None:
 
 def startup_table() -> None:
     """Time from a new pool's first call to its first Math-Verify result: what a replacement costs."""
-    from judger.execution.process_pool import ProcessPool
-    from judger.scorers.math_grade import equivalent
+    from judger.runtime.procpool.pool import ProcessPool
+    from judger.scorers.math.grade import equivalent
 
     print("\n| new worker, first Math-Verify call | seconds |")
     print("|---|---|")
@@ -168,7 +168,9 @@ def check_verl() -> None:
     import contextlib
     import io
 
-    from judger.scorers import dapo, geo3k, math_reward, math_verify_reward
+    from judger.scorers.math import dapo, geo3k
+    from judger.scorers.math import reward as math_reward
+    from judger.scorers.math import verify as math_verify_reward
 
     if not VERL_DIR.exists():
         raise SystemExit(

@@ -1,4 +1,4 @@
-"""Validation metrics: judger.metrics (vectorised) vs verl's own loop.
+"""Validation metrics: judger.trainer.metrics (vectorised) vs verl's own loop.
 
     .venv/bin/python bench/bench_metrics.py [--prompts 1000] [--n 16] [--loop-prompts 20]
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from judger.metrics import bootstrap_sizes, process_validation_metrics
+from judger.trainer.metrics import bootstrap_sizes, process_validation_metrics
 
 
 def _bootstrap(data: list[Any], size: int, fns: list[Any], seed: int = 42) -> list[tuple[float, float]]:
@@ -189,8 +189,8 @@ def main() -> None:
         f"{loop_full_cpu:.1f} s | {per_uid_var * 1e3:.1f} ms | 1x |"
     )
     for label, wall, cpu_s in (
-        ("judger.metrics, verl's metric set", fast_verl_set, verl_set_cpu),
-        ("judger.metrics, plus pass@k", fast, fast_cpu),
+        ("judger.trainer.metrics, verl's metric set", fast_verl_set, verl_set_cpu),
+        ("judger.trainer.metrics, plus pass@k", fast, fast_cpu),
     ):
         per = wall / (args.prompts * 3) * 1e6
         print(f"| {label} | {wall:.3f} s | {cpu_s:.3f} s | {per:.0f} us | {loop_full / wall:.0f}x faster |")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from judger import Judger, JudgerConfig, RolloutState
-from judger.base import JudgerOutputBatch, JudgerPayload, JudgerPayloadBatch
+from judger.core.judger import JudgerOutputBatch, JudgerPayload, JudgerPayloadBatch
 
 DATA = Path("/work/shared/data/gsm8k_test.jsonl")
 

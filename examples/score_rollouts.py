@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from judger.io import example_data, read_rollouts, write_rollouts
-from judger.metrics import compute_validation_metrics, flatten_metrics
 from judger.presets import MathJudgerConfig
+from judger.trainer.io import example_data, read_rollouts, write_rollouts
+from judger.trainer.metrics import compute_validation_metrics, flatten_metrics
 
 
 async def score(path: str) -> list:

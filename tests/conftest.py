@@ -1,11 +1,19 @@
-"""Shared fixtures: a real local Ray cluster, started once per test session when a test asks for it."""
+"""Shared fixtures: a real local Ray cluster (started once per session when a test asks for it),
+fake OpenAI-compatible graders on 127.0.0.1, and small verl-layout rows and files."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from judger.core.rollout import RolloutState, Status
+from judger.testing import serve_asgi
+from judger.testing.fake_openai import FakeOpenAI
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +33,86 @@ def ray_cluster() -> Iterator[object]:
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def fake_grader() -> Iterator[tuple[FakeOpenAI, str]]:
+    """One fake grader and its base URL."""
+    fake = FakeOpenAI()
+    with serve_asgi(fake.app, timeout_graceful_shutdown=1) as server:
+        yield fake, server.url
+        fake.release()
+
+
+@pytest.fixture
+def two_graders() -> Iterator[list[tuple[FakeOpenAI, str]]]:
+    fakes = [FakeOpenAI(), FakeOpenAI()]
+    with (
+        serve_asgi(fakes[0].app, timeout_graceful_shutdown=1) as a,
+        serve_asgi(fakes[1].app, timeout_graceful_shutdown=1) as b,
+    ):
+        yield [(fakes[0], a.url), (fakes[1], b.url)]
+        for fake in fakes:
+            fake.release()
+
+
+@pytest.fixture
+def make_state() -> Callable[..., RolloutState]:
+    def make(
+        response: str | None, label: Any, question: str = "What is 2 + 3?", status: Status = Status.COMPLETED
+    ) -> RolloutState:
+        return RolloutState(
+            message=[{"role": "user", "content": question}],
+            response=response,
+            reward_model={"ground_truth": label},
+            status=status,
+        )
+
+    return make
+
+
+def verl_row(
+    answer: str, truth: str, uid: str | None = "u0", source: str = "toy", **extra: Any
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "data_source": source,
+        "prompt": [{"role": "user", "content": f"what is {truth}?"}],
+        "response": answer,
+        "reward_model": {"style": "rule", "ground_truth": truth},
+        "extra_info": {"index": 0},
+    }
+    if uid is not None:
+        row["uid"] = uid
+    row.update(extra)
+    return row
+
+
+@pytest.fixture
+def write_jsonl(tmp_path: Path) -> Callable[..., Path]:
+    def write(lines: list[Any], name: str = "rollouts.jsonl") -> Path:
+        path = tmp_path / name
+        with path.open("w") as fh:
+            for line in lines:
+                fh.write(line if isinstance(line, str) else json.dumps(line))
+                fh.write("\n")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def row() -> Callable[..., dict[str, Any]]:
+    return verl_row
+
+
+@pytest.fixture
+def exact_match_config(tmp_path: Path) -> Path:
+    """A config file scoring with judger.testing.handlers:exact_match."""
+    path = tmp_path / "em_config.py"
+    path.write_text(
+        "from judger import JudgerConfig\n"
+        "judger_config = JudgerConfig(\n"
+        "    judger_name='em', reward_handler='judger.testing.handlers:exact_match'\n"
+        ")\n"
+    )
+    return path

@@ -3,7 +3,9 @@
 ``RolloutState`` in, ``state.reward`` (a dict with a numeric ``score``) out.
 """
 
-from judger.base import (
+from judger.core.errors import HandlerHTTPError, JudgerError, JudgerOutputError, JudgeTimeoutError
+from judger.core.failure import JudgeFailure
+from judger.core.judger import (
     BaseJudger,
     Judger,
     JudgerOutput,
@@ -12,13 +14,11 @@ from judger.base import (
     JudgerPayloadBatch,
     gather_bounded,
 )
-from judger.composed import ComposedJudger, weighted_sum
-from judger.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
-from judger.errors import HandlerHTTPError, JudgerError, JudgerOutputError, JudgeTimeoutError
-from judger.failure import JudgeFailure
-from judger.handlers import batch_handler
-from judger.native import NativeJudger
-from judger.rollout import RolloutState, Status
+from judger.core.rollout import RolloutState, Status
+from judger.judgers.composed import ComposedJudger, weighted_sum
+from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
+from judger.judgers.handlers import batch_handler
+from judger.judgers.native import NativeJudger
 
 __version__ = "0.1.0"
 
@@ -26,12 +26,12 @@ __version__ = "0.1.0"
 # fast and works with only the core dependencies installed.
 _LAZY: dict[str, str] = {
     # Ray execution
-    "RemoteJudger": "judger.execution.remote",
-    "JudgerActor": "judger.execution.actor",
-    "JudgerPool": "judger.execution.pool",
-    "CPUResourceManager": "judger.execution.resources",
+    "RemoteJudger": "judger.remote.remote_judger",
+    "JudgerActor": "judger.remote.actor",
+    "JudgerPool": "judger.remote.pool",
+    "CPUResourceManager": "judger.remote.resources",
     # hang-proof process execution
-    "ProcessPool": "judger.execution.process_pool",
+    "ProcessPool": "judger.runtime.procpool.pool",
     # built-in judgers
     "GSM8KJudgerConfig": "judger.presets",
     "MathJudgerConfig": "judger.presets",
@@ -45,13 +45,13 @@ _LAZY: dict[str, str] = {
     "LLMJudgerConfig": "judger.verifiers",
     "CascadeJudgerConfig": "judger.verifiers",
     # trainer side
-    "prepare_train_data": "judger.training",
-    "SingleTurnAgentLoop": "judger.agent_loop",
-    "SingleTurnAgentLoopConfig": "judger.agent_loop",
-    "run_judger": "judger.agent_loop",
-    "NaiveRewardManager": "judger.compat.reward_managers",
-    "DapoRewardManager": "judger.compat.reward_managers",
-    "BatchRewardManager": "judger.compat.reward_managers",
+    "prepare_train_data": "judger.trainer.training",
+    "SingleTurnAgentLoop": "judger.trainer.agent_loop",
+    "SingleTurnAgentLoopConfig": "judger.trainer.agent_loop",
+    "run_judger": "judger.trainer.agent_loop",
+    "NaiveRewardManager": "judger.compat.verl.reward_managers",
+    "DapoRewardManager": "judger.compat.verl.reward_managers",
+    "BatchRewardManager": "judger.compat.verl.reward_managers",
 }
 
 

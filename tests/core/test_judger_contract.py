@@ -238,8 +238,19 @@ async def test_base_judger_batch_judge_defaults_to_judge_each() -> None:
 
 
 async def test_async_context_manager_closes() -> None:
-    async with ListJudger() as judger:
+    closed: list[str] = []
+
+    class Closing(ListJudger):
+        async def aclose(self) -> None:
+            closed.append(self.judger_name)
+
+    async with Closing() as judger:
         assert (await judger.judge(state("1"))).reward == {"score": 1.0}
+        assert closed == []
+    assert closed == [judger.judger_name]
+    with Closing() as sync_judger:
+        pass
+    assert closed == [judger.judger_name, sync_judger.judger_name]
 
 
 def test_failures_round_trip_through_pickle_and_exceptions() -> None:

@@ -5,7 +5,7 @@ Scorers are plain top-level functions ``compute_score(solution_str, ground_truth
 
 - ``execution="inline"``: in the event loop, for scorers whose cost is bounded by construction
   (a regex over the last few hundred characters). Fastest: no hand-off at all.
-- ``execution="process"``: on the shared :class:`~judger.execution.process_pool.ProcessPool`, with
+- ``execution="process"``: on the shared :class:`~judger.runtime.procpool.pool.ProcessPool`, with
   a deadline per sample after which the worker is killed and replaced. For anything that can hang
   (symbolic math, running code).
 
@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from judger.base import (
+from judger.core.errors import JudgeTimeoutError
+from judger.core.failure import JudgeFailure
+from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
     Judger,
@@ -31,11 +33,9 @@ from judger.base import (
     OnError,
     PayloadResult,
 )
-from judger.config import JudgerConfig
-from judger.errors import JudgeTimeoutError
-from judger.failure import JudgeFailure
-from judger.outputs import check_output
-from judger.rollout import RolloutState
+from judger.core.outputs import check_output
+from judger.core.rollout import RolloutState
+from judger.judgers.config import JudgerConfig
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]
@@ -85,7 +85,7 @@ class ScorerJudger(Judger):
     @property
     def pool(self) -> Any:
         if self._pool is None:
-            from judger.execution.process_pool import shared_pool
+            from judger.runtime.procpool.pool import shared_pool
 
             self._pool = shared_pool()
         return self._pool

@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from judger.base import DEFAULT_MAX_CONCURRENCY, OnError
-from judger.base import JudgerPayload as Payload
-from judger.execution.sandbox import SandboxLimits
+from judger.core.deadlines import judge_deadline
+from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
+from judger.core.judger import JudgerPayload as Payload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.timeouts import judge_deadline
+from judger.runtime.sandbox.runner import SandboxLimits
 
 
 class CodeJudger(ScorerJudger):

@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from judger.base import JudgerPayload
+from judger.core.judger import JudgerPayload
+from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
-from judger.rollout import RolloutState
 
 
 class DapoMathJudger(ScorerJudger):
@@ -28,7 +28,7 @@ class DapoMathJudger(ScorerJudger):
 
 
 class DapoMathJudgerConfig(ScorerJudgerConfig):
-    """DAPO math (see :mod:`judger.scorers.dapo`): +1 / -1 on the last ``Answer: ...`` line.
+    """DAPO math (see :mod:`judger.scorers.math.dapo`): +1 / -1 on the last ``Answer: ...`` line.
 
     Output ``{"score", "acc", "pred"}``, plus ``overlong_reward`` and ``overlong`` when the
     overlong buffer is on, in which case ``score`` includes the penalty
@@ -84,7 +84,7 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.dapo import compute_score
+        from judger.scorers.math.dapo import compute_score
 
         return compute_score
 

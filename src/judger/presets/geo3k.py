@@ -11,7 +11,7 @@ from judger.presets.math import DEFAULT_MATH_TIMEOUT
 
 
 class GEO3KJudgerConfig(ScorerJudgerConfig):
-    """Geometry3K (see :mod:`judger.scorers.geo3k`): ``(1 - format_score) * acc + format_score * format``.
+    """Geometry3K (:mod:`judger.scorers.math.geo3k`): ``(1 - format_score) * acc + format_score * format``.
 
     ``format`` is 1 for ``<think>...</think> ... \\boxed{...}``; ``acc`` grades the last boxed
     answer. Output ``{"score", "acc", "pred", "format"}``.
@@ -46,7 +46,7 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.geo3k import compute_score
+        from judger.scorers.math.geo3k import compute_score
 
         return compute_score
 

@@ -11,7 +11,7 @@ from judger.presets.inline import InlineScorerJudger
 
 
 class GSM8KJudgerConfig(ScorerJudgerConfig):
-    """GSM8K's final-answer check (see :mod:`judger.scorers.gsm8k`).
+    """GSM8K's final-answer check (see :mod:`judger.scorers.math.gsm8k`).
 
     ``method="strict"`` needs ``#### <number>``; ``"flexible"`` takes the last number. By default
     answers are compared as numbers (``#### 1234.``, ``1234.00`` and ``$1,234`` equal ``1234``);
@@ -27,7 +27,7 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     execution: Execution = "inline"
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.gsm8k import compute_score
+        from judger.scorers.math.gsm8k import compute_score
 
         return compute_score
 
@@ -43,7 +43,7 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
         return InlineScorerJudger if self.execution == "inline" else ScorerJudger
 
     def judger_options(self) -> dict[str, Any]:
-        from judger.scorers.gsm8k import CLIP_CHARS, make_batch_scorer
+        from judger.scorers.math.gsm8k import CLIP_CHARS, make_batch_scorer
 
         # both extraction methods read only the last CLIP_CHARS characters
         options: dict[str, Any] = {"response_window": CLIP_CHARS}

@@ -20,10 +20,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from judger.base import Judger
-from judger.outputs import check_output
+from judger.core.judger import Judger
+from judger.core.outputs import check_output
+from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerJudger
-from judger.rollout import RolloutState
 
 _CHUNK = 256
 _YIELD_EVERY = 8 * _CHUNK

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from judger.base import JudgerPayload
+from judger.core.judger import JudgerPayload
+from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.rollout import RolloutState
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -35,7 +35,7 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            from judger.scorers.math_boxed import last_boxed
+            from judger.scorers.math.boxed import last_boxed
 
             payload["response"] = last_boxed(response)
             payload["scorer_kwargs"] = {"extracted": True}
@@ -43,7 +43,7 @@ class MathJudger(ScorerJudger):
 
 
 class MathJudgerConfig(ScorerJudgerConfig):
-    """MATH-style judging of the last ``\\boxed{}`` answer (see :mod:`judger.scorers.math_reward`).
+    """MATH-style judging of the last ``\\boxed{}`` answer (see :mod:`judger.scorers.math.reward`).
 
     Output ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
 
@@ -67,7 +67,7 @@ class MathJudgerConfig(ScorerJudgerConfig):
         return default_execution(data)
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math_reward import compute_score
+        from judger.scorers.math.reward import compute_score
 
         return compute_score
 

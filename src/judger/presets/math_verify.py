@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from judger.base import JudgerPayload
+from judger.core.judger import JudgerPayload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
 
@@ -39,7 +39,7 @@ class MathVerifyJudger(ScorerJudger):
 
 
 class MathVerifyJudgerConfig(ScorerJudgerConfig):
-    """Math-Verify with its recommended reward settings (see :mod:`judger.scorers.math_verify_reward`).
+    """Math-Verify with its recommended reward settings (see :mod:`judger.scorers.math.verify`).
 
     The label is parsed as ``\\boxed{label}`` (LaTeX extraction), the response with LaTeX and
     expression extraction, and ``verify(gold, pred)`` decides. Output
@@ -64,7 +64,7 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
         return _process_by_default(data)
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math_verify_reward import compute_score
+        from judger.scorers.math.verify import compute_score
 
         return compute_score
 

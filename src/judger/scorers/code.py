@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from judger.execution.sandbox import Mode, SandboxLimits, SandboxResult, TestOutcome, run_sync, run_tests
+from judger.runtime.sandbox.runner import Mode, SandboxLimits, SandboxResult, TestOutcome, run_sync, run_tests
 
 VERL_CONTINUOUS_TESTS = 10
 _PYTHON_TAGS = frozenset({"python", "python3", "py"})

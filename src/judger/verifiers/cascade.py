@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from judger.base import (
+from judger.core.failure import JudgeFailure
+from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     Judger,
     JudgerOutput,
@@ -17,9 +18,8 @@ from judger.base import (
     OnError,
     PayloadResult,
 )
-from judger.config import ComposedJudgerConfig, JudgerConfig, build_judger
-from judger.failure import JudgeFailure
-from judger.rollout import RolloutState
+from judger.core.rollout import RolloutState
+from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 
 RuleFailurePolicy = Literal["verifier", "fail"]
 

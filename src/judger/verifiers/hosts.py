@@ -1,8 +1,8 @@
 """OpenAI-compatible chat endpoints on several hosts: least-loaded choice, failover, lazy model names.
 
-One pooled ``httpx.AsyncClient`` per event loop (from a :class:`~judger.http_client.HttpClient`)
+One pooled ``httpx.AsyncClient`` per event loop (from a :class:`~judger.runtime.http.HttpClient`)
 serves all hosts. The retry policy is our own (it changes host and reads status codes and
-``Retry-After``), with the backoff and the retryable status codes of :mod:`judger.http_client`.
+``Retry-After``), with the backoff and the retryable status codes of :mod:`judger.runtime.http`.
 Each request goes to the host with the fewest requests in flight among those not cooling down after
 a failure; a failed attempt (connection error, timeout, 429/5xx, malformed reply) is retried with
 backoff on another host. The model name of each host comes from ``GET /v1/models`` on first use,
@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from judger.errors import HandlerHTTPError, HandlerHTTPTimeout
-from judger.http_client import RETRY_STATUS, HttpClient, backoff_delay
+from judger.core.errors import HandlerHTTPError, HandlerHTTPTimeout
+from judger.runtime.http import RETRY_STATUS, HttpClient, backoff_delay
 
 MODELS_PATH = "/v1/models"
 CHAT_PATH = "/v1/chat/completions"

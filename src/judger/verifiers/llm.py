@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from judger.base import (
+from judger.core.failure import JudgeFailure
+from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
     Judger,
@@ -19,9 +20,8 @@ from judger.base import (
     PayloadResult,
     gather_bounded,
 )
-from judger.config import JudgerConfig
-from judger.failure import JudgeFailure
-from judger.rollout import RolloutState, Status
+from judger.core.rollout import RolloutState, Status
+from judger.judgers.config import JudgerConfig
 from judger.verifiers.hosts import ChatHostPool
 from judger.verifiers.prompts import GRADER_PROMPT, check_template, render_prompt
 from judger.verifiers.truncation import STRIP_TOKENS, cut_response

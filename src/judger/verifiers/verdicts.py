@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from judger.errors import JudgerError
-from judger.handlers import import_object
+from judger.core.errors import JudgerError
+from judger.judgers.handlers import import_object
 
 VerdictParser = Callable[[str], "str | None"]
 

@@ -1,0 +1,1 @@
+"""The `judger` command line."""

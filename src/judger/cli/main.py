@@ -1,0 +1,49 @@
+"""The ``judger`` command: ``judger score`` (the main job) and ``judger serve``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args) -> int``;
+# modules are imported only when their subcommand runs, so ``judger score`` never loads FastAPI.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("judger.cli.score", "score a rollouts file (JSONL/Parquet) and report per data_source"),
+    "serve": ("judger.cli.serve", "serve a judger config over HTTP"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="judger", description="Score LLM rollouts for RL post-training.")
+    parser.add_argument("--version", action="version", version=f"judger {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module)
+        _module(module).add_arguments(sp)
+    return parser
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    return importlib.import_module(name)
+
+
+def _version() -> str:
+    from judger import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    return int(_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

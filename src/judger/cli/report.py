@@ -1,0 +1,240 @@
+"""The summary of a scoring run, per data_source: counts, mean score, accuracy, @N metrics, examples.
+
+:func:`summarize` builds a JSON-ready dict (what ``judger score --format json`` prints);
+:func:`render_summary` and :func:`render_examples` draw it with rich.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from judger.core.rollout import RolloutState, Status
+from judger.trainer.metrics import Metrics, compute_validation_metrics, data_source_name
+
+AT_N = ("mean", "best", "maj", "pass")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def failure_kind(state: RolloutState) -> str | None:
+    """``"error"`` or ``"timeout"`` for a sample that failed to be judged, else None."""
+    failure = state.extra_fields.get("judge_failure")
+    if state.status != Status.FAILED or not isinstance(failure, dict):
+        return None
+    return "timeout" if failure.get("kind") == "timeout" else "error"
+
+
+def _at_n(var2metric: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The headline @N metrics: of ``acc`` (else ``score``) at the largest group size N > 1."""
+    var = "acc" if "acc" in var2metric else "score" if "score" in var2metric else None
+    if var is None:
+        return None
+    metrics = var2metric[var]
+    sizes = [int(name[len("mean@") :]) for name in metrics if name.startswith("mean@")]
+    sizes = [n for n in sizes if n > 1]
+    if not sizes:
+        return None
+    n = max(sizes)
+    return {
+        "n": n,
+        "variable": var,
+        "mean": metrics.get(f"mean@{n}"),
+        "best": metrics.get(f"best@{n}/mean"),
+        "maj": metrics.get(f"maj@{n}/mean"),
+        "pass": metrics.get(f"pass@{n}"),
+    }
+
+
+def summarize(
+    states: Sequence[RolloutState],
+    elapsed_s: float,
+    metrics: Metrics | None = None,
+    *,
+    bad_rows: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """Per data_source: samples, judged, skipped, failed, timed_out, mean_score, accuracy, at_n, metrics.
+
+    Failed samples (the judge raised or timed out) are counted, not scored: they are left out of the
+    mean score, the accuracy and the @N metrics (a judge that failed is not a wrong answer).
+    Skipped samples were not judged at all (rows whose status is not COMPLETED).
+    """
+    if metrics is None:
+        metrics = compute_validation_metrics(states)
+    by_source: dict[str, list[RolloutState]] = {}
+    for state in states:
+        by_source.setdefault(data_source_name(state.data_source), []).append(state)
+    sources: dict[str, Any] = {}
+    for name, group in by_source.items():
+        kinds = [failure_kind(s) for s in group]
+        scores = [v for s in group if s.reward and (v := _number(s.reward.get("score"))) is not None]
+        accs = [v for s in group if s.reward and (v := _number(s.reward.get("acc"))) is not None]
+        var2metric = metrics.get(name, {})
+        sources[name] = {
+            "samples": len(group),
+            "judged": sum(1 for s in group if s.reward is not None),
+            "skipped": sum(1 for s, kind in zip(group, kinds) if s.reward is None and kind is None),
+            "failed": kinds.count("error"),
+            "timed_out": kinds.count("timeout"),
+            "mean_score": _mean(scores),
+            "accuracy": _mean(accs),
+            "at_n": _at_n(var2metric),
+            "metrics": var2metric,
+        }
+    total = len(states)
+    skipped = sum(v["skipped"] for v in sources.values())
+    return {
+        "samples": total,
+        "judged": sum(v["judged"] for v in sources.values()),
+        "skipped": skipped,
+        "failed": sum(v["failed"] for v in sources.values()),
+        "timed_out": sum(v["timed_out"] for v in sources.values()),
+        "bad_rows": len(bad_rows),
+        "elapsed_s": round(elapsed_s, 3),
+        "samples_per_s": round((total - skipped) / elapsed_s, 1) if elapsed_s > 0 else None,
+        "data_sources": sources,
+    }
+
+
+# --- examples -------------------------------------------------------------------------------------
+
+
+def shorten(text: Any, limit: int, *, keep: str = "head") -> str:
+    """``text`` on one line, cut to about ``limit`` characters; ``keep="tail"`` keeps the end (answers)."""
+    text = "" if text is None else " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    if keep == "tail":
+        return "…" + text[-limit:]
+    return text[:limit] + "…"
+
+
+def _short_value(value: Any, limit: int) -> Any:
+    return shorten(value, limit) if isinstance(value, str) else value
+
+
+def _prompt_text(state: RolloutState) -> str:
+    for message in reversed(state.message):
+        if message.get("role") == "user":
+            return str(message.get("content", ""))
+    return str(state.message[-1].get("content", "")) if state.message else ""
+
+
+def examples(
+    states: Sequence[RolloutState], k: int, *, prompt_chars: int = 300, response_chars: int = 300
+) -> list[dict]:
+    """The first ``k`` samples of each data_source, as the fields worth eyeballing before training."""
+    out: list[dict[str, Any]] = []
+    taken: dict[str, int] = {}
+    for state in states:
+        name = data_source_name(state.data_source)
+        if taken.get(name, 0) >= k:
+            continue
+        taken[name] = taken.get(name, 0) + 1
+        reward = state.reward or {}
+        out.append(
+            {
+                "data_source": name,
+                "prompt": shorten(_prompt_text(state), prompt_chars),
+                "response": shorten(state.response, response_chars, keep="tail"),
+                "ground_truth": _short_value(state.ground_truth, prompt_chars),
+                "pred": _short_value(reward.get("pred"), prompt_chars),
+                "score": reward.get("score"),
+                "acc": reward.get("acc"),
+                "status": state.status.value,
+                "error": state.error_msg,
+            }
+        )
+    return out
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_summary(summary: dict[str, Any], console: Any) -> None:
+    """Draw the per-data_source table on a rich Console."""
+    from rich.table import Table
+
+    ns = {v["at_n"]["n"] for v in summary["data_sources"].values() if v["at_n"]}
+    suffix = f"@{ns.pop()}" if len(ns) == 1 else "@N"
+    rate = summary["samples_per_s"]
+    caption = f"{summary['samples']} samples in {summary['elapsed_s']:.1f} s ({_fmt(rate, 1)} samples/s)"
+    if summary["skipped"]:
+        caption += f"; {summary['skipped']} not judged (status not completed)"
+    if summary["bad_rows"]:
+        caption += f"; {summary['bad_rows']} unreadable input row(s) skipped"
+    table = Table(title="judger score", title_justify="left", caption=caption, caption_justify="left")
+    table.add_column("data_source", no_wrap=True, overflow="ellipsis", max_width=40)
+    for name in ("samples", "failed", "timeout", "score", "acc"):
+        table.add_column(name, justify="right", no_wrap=True)
+    if suffix == "@N":
+        table.add_column("N", justify="right")
+    for name in AT_N:
+        table.add_column(name + suffix, justify="right", no_wrap=True)
+    for name, row in summary["data_sources"].items():
+        at_n = row["at_n"] or {}
+        cells = [
+            name,
+            str(row["samples"]),
+            str(row["failed"]),
+            str(row["timed_out"]),
+            _fmt(row["mean_score"]),
+            _fmt(row["accuracy"]),
+        ]
+        if suffix == "@N":
+            cells.append(_fmt(at_n.get("n")))
+        cells += [_fmt(at_n.get(m)) for m in AT_N]
+        table.add_row(*cells)
+    if len(summary["data_sources"]) > 1:
+        judged = [v for v in summary["data_sources"].values() if v["mean_score"] is not None]
+        weight = sum(v["judged"] for v in judged)
+        mean_score = sum(v["mean_score"] * v["judged"] for v in judged) / weight if weight else None
+        total = [
+            "all",
+            str(summary["samples"]),
+            str(summary["failed"]),
+            str(summary["timed_out"]),
+            _fmt(mean_score),
+        ]
+        total += [""] * (1 + len(AT_N) + (1 if suffix == "@N" else 0))
+        table.add_section()
+        table.add_row(*total, style="bold")
+    console.print(table)
+
+
+def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
+    """Draw examples as one small panel each."""
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.text import Text
+
+    for row in rows:
+        body = Text()
+        for key in ("prompt", "response", "ground_truth", "pred", "score", "acc"):
+            body.append(f"{key}: ", style="bold")
+            body.append(f"{_fmt(row[key])}\n")
+        if row["error"]:
+            body.append("error: ", style="bold red")
+            body.append(f"{row['error']}\n")
+        console.print(
+            Panel(body, title=escape(f"{row['data_source']} [{row['status']}]"), title_align="left")
+        )

@@ -1,0 +1,263 @@
+"""`judger score`: score a rollouts file and report per data_source.
+
+Exit codes: 0 every row read and every sample judged; 1 some input rows could not be read (the rest
+were scored); 2 nothing could be scored (unreadable file, bad config), scoring stopped on an
+exception, or the output could not be written; 3 some samples failed to be judged (error or
+timeout; see the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_ROWS = 1
+EXIT_UNUSABLE = 2
+EXIT_JUDGE_FAILURES = 3
+
+_EPILOG = """\
+examples:
+  judger score rollouts.jsonl                      route by data_source with verl's table
+  judger score rollouts.parquet --preset math -o scored.parquet
+  judger score rollouts.jsonl -c my_config.py --examples 3
+  judger score rollouts.jsonl -c my_pkg.judgers:config --format json > summary.json
+
+exit codes: 0 ok; 1 some input rows unreadable (the rest scored); 2 nothing scored;
+            3 some samples failed to be judged (error or timeout)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of `judger score`; must stay cheap (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _EPILOG
+    parser.add_argument(
+        "input", help="rollouts: .jsonl or .parquet in verl's row layout, or RolloutState JSON lines"
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "-c",
+        "--config",
+        metavar="CONFIG",
+        help="a Python file defining a JudgerConfig / ComposedJudgerConfig (FILE.py or FILE.py:NAME), "
+        "or an import string 'pkg.module:name'",
+    )
+    which.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a built-in judger config from judger.presets, e.g. MathJudgerConfig (or just 'math')",
+    )
+    parser.add_argument(
+        "--compat",
+        choices=("verl",),
+        help="with the default config: 'verl' reproduces verl's scores exactly, false negatives included",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="OUTPUT", help="write every row with its reward (.jsonl or .parquet)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="parallelism: max_concurrency of the judger and of each branch (async and HTTP handlers, "
+        "LLM verifiers), and the number of worker processes of process-run scorers (math, code)",
+    )
+    parser.add_argument("--examples", type=int, default=0, metavar="K", help="show K samples per data_source")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table (default) or one JSON object"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=256, metavar="B", help="samples per batch_judge call"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+# --- building the judger --------------------------------------------------------------------------
+
+
+def default_config(compat: str | None = None) -> Any:
+    """verl's dispatch by data_source (``judger.compat.verl.default_judger_config``)."""
+    from judger.compat.verl import default_judger_config
+
+    return default_judger_config(compat=compat)
+
+
+def with_workers(cfg: Any, workers: int) -> Any:
+    """A copy of ``cfg`` with ``max_concurrency=workers`` on it and on every branch config."""
+    from judger.judgers.config import ComposedJudgerConfig, JudgerConfig
+
+    if isinstance(cfg, ComposedJudgerConfig):
+        branches = {name: with_workers(b, workers) for name, b in cfg.branches.items()}
+        return cfg.model_copy(update={"branches": branches, "max_concurrency": workers})
+    if isinstance(cfg, JudgerConfig):
+        return cfg.model_copy(update={"max_concurrency": workers})
+    return cfg
+
+
+def _size_process_pool(workers: int) -> None:
+    """Size the shared worker-process pool (keeping any other options already configured)."""
+    from judger.runtime.procpool.pool import configure_shared_pool, shared_pool_options
+
+    configure_shared_pool(**{**shared_pool_options(), "workers": workers})
+
+
+def _close_shared_pool() -> None:
+    """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
+    from judger.runtime.procpool.pool import close_shared_pool
+
+    close_shared_pool()
+
+
+def build(args: argparse.Namespace) -> Any:
+    from judger.cli.loading import ConfigError, load_preset, load_target
+    from judger.core.judger import BaseJudger
+    from judger.judgers.config import build_judger
+
+    if args.config:
+        cfg = load_target(args.config)
+    elif args.preset:
+        cfg = load_preset(args.preset)
+    else:
+        cfg = default_config(args.compat)
+    if args.workers:
+        cfg = with_workers(cfg, args.workers)
+        _size_process_pool(args.workers)
+    if isinstance(cfg, BaseJudger):
+        return cfg
+    try:
+        return build_judger(cfg)
+    except Exception as exc:
+        raise ConfigError(f"cannot build the judger: {type(exc).__name__}: {exc}") from exc
+
+
+# --- scoring --------------------------------------------------------------------------------------
+
+
+async def score_states(judger: Any, states: list[Any], batch_size: int, progress: Any = None) -> None:
+    """``judger.batch_judge`` over ``states`` in batches (two in flight), advancing ``progress``."""
+    from judger.core.judger import gather_bounded
+
+    batches = [states[i : i + batch_size] for i in range(0, len(states), batch_size)]
+
+    async def one(batch: list[Any]) -> None:
+        await judger.batch_judge(batch)
+        if progress is not None:
+            progress(len(batch))
+
+    # two batches in flight: the next one starts while the slowest samples of the last finish
+    await gather_bounded([lambda b=b: one(b) for b in batches], 2)
+
+
+def _say(message: str) -> None:
+    """A plain line on stderr: never wrapped, so row numbers and paths stay greppable."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from judger.cli.report import examples, render_examples, render_summary, summarize
+    from judger.core.rollout import Status
+    from judger.trainer.io import InputError, read_rollouts, write_rollouts
+    from judger.trainer.metrics import compute_validation_metrics
+
+    err = Console(stderr=True)
+    # piped output is read by people too: do not squeeze the table into 80 columns
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    if args.compat and (args.config or args.preset):
+        _say("judger score: --compat applies to the default config only (drop -c / --preset)")
+        return EXIT_UNUSABLE
+    if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or args.examples < 0:
+        _say("judger score: --batch-size and --workers must be >= 1, --examples >= 0")
+        return EXIT_UNUSABLE
+    try:
+        rollouts = read_rollouts(args.input)
+    except InputError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+    for error in rollouts.errors[:20]:
+        _say(f"{args.input}: {error}")
+    if len(rollouts.errors) > 20:
+        _say(f"... and {len(rollouts.errors) - 20} more bad rows")
+    if not rollouts.states:
+        _say(f"judger score: {args.input}: no rows to score")
+        return EXIT_UNUSABLE
+    from judger.cli.loading import ConfigError
+
+    try:
+        judger = build(args)
+    except ConfigError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+
+    states = rollouts.states
+    # only finished rollouts are judged, as the agent loop does; the others are reported as skipped
+    to_judge = [s for s in states if s.status == Status.COMPLETED]
+    show_progress = not args.no_progress
+    start = time.perf_counter()
+
+    async def main() -> None:
+        try:
+            if not show_progress:
+                await score_states(judger, to_judge, args.batch_size)
+                return
+            with Progress(
+                TextColumn("scoring"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("scoring", total=len(to_judge))
+                await score_states(judger, to_judge, args.batch_size, lambda n: bar.advance(task, n))
+        finally:
+            await judger.aclose()
+            _close_shared_pool()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        _say("judger score: interrupted")
+        return 130
+    except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
+        _say(f"judger score: scoring stopped: {type(exc).__name__}: {exc}")
+        return EXIT_UNUSABLE
+    elapsed = time.perf_counter() - start
+
+    summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=rollouts.errors)
+    summary = {"input": str(args.input), **summary}
+    if rollouts.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in rollouts.errors]
+    shown = examples(states, args.examples) if args.examples else []
+    write_failed = False
+    if args.output:
+        try:
+            write_rollouts(args.output, states, layout=rollouts.layout)
+        except Exception as exc:
+            _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
+            write_failed = True
+    if args.format == "json":
+        if shown:
+            summary["examples"] = shown
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
+    else:
+        if shown:
+            render_examples(shown, out)
+        render_summary(summary, out)
+        if args.output and not write_failed:
+            out.print(f"wrote {len(states)} rows to {args.output}")
+    if write_failed:
+        return EXIT_UNUSABLE
+    if rollouts.errors:
+        return EXIT_BAD_ROWS
+    if summary["failed"] or summary["timed_out"]:
+        return EXIT_JUDGE_FAILURES
+    return EXIT_OK

@@ -1,0 +1,80 @@
+"""Deadlines for coroutines, without creating a task per call.
+
+``deadline(seconds)`` is ``asyncio.timeout`` (with a fallback for Python 3.10). ``judge_deadline``
+is the one judgers use: it turns the deadline firing, and only that, into a ``JudgeTimeoutError``
+naming the judger; a ``TimeoutError`` raised by the judged code itself (a URL handler's request
+timeout, a worker's own deadline) keeps its own message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+from judger.core.errors import JudgeTimeoutError
+
+if sys.version_info >= (3, 11):
+    deadline = asyncio.timeout
+else:  # pragma: no cover - exercised only on Python 3.10
+
+    class _Fired:
+        def __init__(self) -> None:
+            self.fired = False
+
+        def expired(self) -> bool:
+            return self.fired
+
+    @asynccontextmanager
+    async def deadline(delay: float | None) -> AsyncIterator[_Fired]:
+        """Cancel the enclosed block after ``delay`` seconds and raise TimeoutError (3.10 fallback)."""
+        state = _Fired()
+        if delay is None:
+            yield state
+            return
+        task = asyncio.current_task()
+        assert task is not None
+
+        def fire() -> None:
+            state.fired = True
+            task.cancel()
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        try:
+            yield state
+        except asyncio.CancelledError as exc:
+            if state.fired:
+                raise TimeoutError from exc
+            raise
+        finally:
+            handle.cancel()
+
+
+class judge_deadline:
+    """``async with judge_deadline(name, seconds):`` -- JudgeTimeoutError when the deadline fires."""
+
+    __slots__ = ("_cm", "detail", "judger_name", "seconds")
+
+    def __init__(self, judger_name: str, seconds: float, detail: str = "") -> None:
+        self.judger_name = judger_name
+        self.seconds = seconds
+        self.detail = detail
+        self._cm: Any = None
+
+    async def __aenter__(self) -> judge_deadline:
+        self._cm = deadline(self.seconds)
+        await self._cm.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        try:
+            return await self._cm.__aexit__(exc_type, exc, tb)
+        except TimeoutError as fired:
+            # raised by the deadline's own exit: the deadline fired (the body's own TimeoutError
+            # would have passed through untouched)
+            raise JudgeTimeoutError(self.judger_name, self.seconds, self.detail) from fired

@@ -1,0 +1,296 @@
+"""The judger contract: ``BaseJudger`` and the payload-based ``Judger``.
+
+``Judger`` splits judging into ``preprocess`` (pick the few fields scoring needs), ``judge_payload``
+(turn a payload into an output dict; the only part that may run elsewhere) and ``postprocess``
+(write the reward back). Around that contract this module adds what every judger gets for free:
+a deadline per call, output validation, and per-sample failure capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from judger.core.deadlines import judge_deadline
+from judger.core.errors import JudgerOutputError, JudgeTimeoutError
+from judger.core.failure import JudgeFailure, mark_failed
+from judger.core.outputs import check_output
+from judger.core.rollout import RolloutState
+
+JudgerPayload = dict[str, Any]
+JudgerPayloadBatch = JudgerPayload | list[JudgerPayload]
+JudgerOutput = dict[str, Any]
+JudgerOutputBatch = JudgerOutput | list[JudgerOutput]
+OnError = Literal["fail", "raise"]
+PayloadResult = JudgerOutput | JudgeFailure
+"""What running one payload gives: its validated output, or the failure that replaced it."""
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_CONCURRENCY = 64
+
+
+def _check_policy(on_error: str, timeout: float, max_concurrency: int) -> None:
+    if on_error not in ("fail", "raise"):
+        raise ValueError(f"on_error must be 'fail' or 'raise', got {on_error!r}")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if not (isinstance(max_concurrency, int) and max_concurrency >= 1):
+        raise ValueError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
+
+
+async def maybe_await(value: T | Awaitable[T]) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class BaseJudger(ABC):
+    """The minimal interface: judge one state, or a batch of them, asynchronously.
+
+    ``on_error="fail"`` (the default) turns any failure into ``status=FAILED`` plus ``error_msg``
+    on that one sample; ``on_error="raise"`` propagates the exception (XTuner's behaviour).
+    ``timeout`` is the deadline, in seconds, of every judge call.
+    """
+
+    def __init__(
+        self,
+        judger_name: str | None = None,
+        *,
+        on_error: OnError = "fail",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        _check_policy(on_error, timeout, max_concurrency)
+        self.judger_name = judger_name or type(self).__name__
+        self.on_error: OnError = on_error
+        self.timeout = float(timeout)
+        self.max_concurrency = max_concurrency
+
+    def get_judger_name(self) -> str:
+        return self.judger_name
+
+    @abstractmethod
+    async def judge(self, rollout_state: RolloutState) -> RolloutState: ...
+
+    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        """Judge concurrently, at most ``max_concurrency`` at a time, keeping the input order."""
+        return await gather_bounded([lambda s=s: self.judge(s) for s in rollout_states], self.max_concurrency)
+
+    def capture(self, state: RolloutState, exc: BaseException) -> RolloutState:
+        """Apply the ``on_error`` policy to a failure of ``state``: mark it, or re-raise."""
+        if self.on_error == "raise":
+            raise exc
+        return mark_failed(state, JudgeFailure.from_exception(exc, self.judger_name))
+
+    async def aclose(self) -> None:
+        """Release what the judger holds (HTTP clients, threads, actors). Safe to call twice."""
+
+    def close(self) -> None:
+        """Synchronous :meth:`aclose`, for scripts without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose())
+            return
+        raise RuntimeError(f"{self.judger_name}: inside an event loop, use 'await judger.aclose()'")
+
+    async def __aenter__(self: T) -> T:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(judger_name={self.judger_name!r})"
+
+
+class Judger(BaseJudger):
+    """A judger written as ``preprocess -> judge_payload -> postprocess``.
+
+    Subclass it and override ``judge_payload`` (and ``preprocess`` / ``postprocess`` as needed).
+    Only the payload ever crosses to a Ray actor, a worker process or a composed branch, so keep it
+    small and picklable. ``judge_payload`` receives one payload (a dict) or a list of them and
+    returns one output or a list of the same length.
+    """
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        reward_model = rollout_state.reward_model
+        return {
+            "response": rollout_state.response,
+            "label": reward_model.get("ground_truth") if reward_model else None,
+            "message": rollout_state.message,
+            "status": rollout_state.status,
+            "data_source": rollout_state.data_source,
+            "task_name": rollout_state.task_name,
+        }
+
+    @abstractmethod
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch: ...
+
+    def postprocess(
+        self, rollout_state: RolloutState, output: JudgerOutput
+    ) -> RolloutState | Awaitable[RolloutState]:
+        rollout_state.reward = output
+        return rollout_state
+
+    # --- running payloads: deadlines, validation, isolation -------------------------------------
+
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        """``judge_payload`` on one payload under the deadline, with its output validated."""
+        async with judge_deadline(self.judger_name, self.timeout):
+            output = await self.judge_payload(payload)
+        if isinstance(output, list):
+            raise TypeError(
+                f"judger {self.judger_name!r}: judge_payload returned a list for a single payload; "
+                "return one output dict"
+            )
+        return check_output(output, self.judger_name)
+
+    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        """Run a batch; each entry is that payload's output or its failure.
+
+        One ``judge_payload`` call with the whole list comes first. If it raises (and ``on_error``
+        is "fail"), each payload is retried on its own so that one bad sample cannot fail the rest;
+        subclasses that cannot take lists are served by the same path. A batch call that overruns
+        the deadline fails every sample in it with a timeout.
+        """
+        if not payloads:
+            return []
+        if len(payloads) == 1:
+            return [await self._run_one_captured(payloads[0])]
+        try:
+            async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
+                outputs = await self.judge_payload(list(payloads))
+        except JudgeTimeoutError as err:
+            if self.on_error == "raise":
+                raise
+            return [JudgeFailure.from_exception(err, self.judger_name)] * len(payloads)
+        except Exception:
+            if self.on_error == "raise":
+                raise
+            return await gather_bounded(
+                [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+            )
+        if not isinstance(outputs, list):
+            raise TypeError(
+                f"judger {self.judger_name!r}: judge_payload returned {type(outputs).__name__} for a "
+                f"batch of {len(payloads)} payloads; return a list of output dicts"
+            )
+        if len(outputs) != len(payloads):
+            raise ValueError(
+                f"judger {self.judger_name!r}: judge_payload returned {len(outputs)} outputs for "
+                f"{len(payloads)} payloads"
+            )
+        return [self._check_captured(out, i) for i, out in enumerate(outputs)]
+
+    async def run_payloads_or_raise(self, payloads: Sequence[JudgerPayload]) -> list[JudgerOutput]:
+        """:meth:`run_payloads`, raising the first failure: ``judge_payload``'s contract for a list,
+        for judgers whose real work lives in ``run_payloads``."""
+        results = await self.run_payloads(payloads)
+        for result in results:
+            if isinstance(result, JudgeFailure):
+                raise result.to_exception()
+        return results  # type: ignore[return-value]
+
+    async def _run_one_captured(self, payload: JudgerPayload) -> PayloadResult:
+        try:
+            return await self.run_payload(payload)
+        except Exception as exc:
+            if self.on_error == "raise":
+                raise
+            return JudgeFailure.from_exception(exc, self.judger_name)
+
+    def capture_result(self, result: Any, index: int) -> PayloadResult:
+        """A raw result of payload ``index`` -- an output, or the exception raised in its place --
+        as a validated output or a JudgeFailure (or raised, with ``on_error="raise"``)."""
+        if isinstance(result, BaseException):
+            if self.on_error == "raise":
+                raise result
+            return JudgeFailure.from_exception(result, self.judger_name)
+        return self._check_captured(result, index)
+
+    def _check_captured(self, output: Any, index: int) -> PayloadResult:
+        try:
+            return check_output(output, self.judger_name, index)
+        except JudgerOutputError as exc:
+            if self.on_error == "raise":
+                raise
+            return JudgeFailure.from_exception(exc, self.judger_name)
+
+    # --- the public entry points -----------------------------------------------------------------
+
+    async def judge(self, rollout_state: RolloutState) -> RolloutState:
+        try:
+            payload = self.preprocess(rollout_state)
+            output = await self.run_payload(payload)
+            return await maybe_await(self.postprocess(rollout_state, output))
+        except Exception as exc:
+            return self.capture(rollout_state, exc)
+
+    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        payloads: list[JudgerPayload] = []
+        owners: list[int] = []
+        for i, state in enumerate(rollout_states):
+            try:
+                payloads.append(self.preprocess(state))
+                owners.append(i)
+            except Exception as exc:
+                self.capture(state, exc)
+        results = await self.run_payloads(payloads)
+        for i, result in zip(owners, results):
+            await self.finish(rollout_states[i], result)
+        return rollout_states
+
+    async def finish(self, state: RolloutState, result: PayloadResult) -> RolloutState:
+        """Write one result back: ``postprocess`` for an output, the failure policy otherwise."""
+        if isinstance(result, JudgeFailure):
+            if self.on_error == "raise":
+                raise result.to_exception()
+            return mark_failed(state, result)
+        try:
+            return await maybe_await(self.postprocess(state, result))
+        except Exception as exc:
+            return self.capture(state, exc)
+
+
+async def gather_bounded(factories: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Await ``factories[i]()`` for every i with at most ``limit`` running; results in input order.
+
+    A fixed set of worker coroutines pulls indices, so a batch of 100k costs ``limit`` tasks, not
+    100k of them.
+    """
+    n = len(factories)
+    results: list[Any] = [None] * n
+    if n == 0:
+        return results
+    it = iter(range(n))
+
+    async def worker() -> None:
+        for i in it:
+            results[i] = await factories[i]()
+
+    workers = min(limit, n)
+    if workers == 1:
+        await worker()
+        return results
+    tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # one worker raised (on_error="raise") or we were cancelled: stop the others too
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return results

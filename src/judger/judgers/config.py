@@ -1,0 +1,175 @@
+"""Configs are data: pydantic models that ``build()`` into live judgers.
+
+``JudgerConfig`` builds a local ``NativeJudger`` (or, with ``cpu_resources``, Ray actors running
+it); subclasses override ``build_local()`` for their own Judger. ``ComposedJudgerConfig`` builds a
+``ComposedJudger`` over configs or judgers, recursively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from judger.core.judger import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, BaseJudger, Judger
+from judger.judgers.composed import ComposedJudger, check_branches
+from judger.judgers.handlers import import_object, is_url
+
+
+class CPUResourcesConfig(BaseModel):
+    """CPU workers outside accelerator placement groups, for judging on Ray actors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_workers: int = Field(
+        1, ge=1, description="Ray actors to start; 1 -> RemoteJudger, more -> JudgerPool"
+    )
+    num_cpus_per_worker: float = Field(1, gt=0, description="CPUs each actor reserves")
+    cpu_memory_per_worker: int = Field(1024**3, gt=0, description="bytes of memory each actor reserves")
+
+
+class JudgerConfig(BaseModel):
+    """How to build one judger.
+
+    ``reward_handler`` is a function ``(response, label, extra_info) -> dict`` (sync or async), a
+    ``"package.module:function"`` import string (configs with one pickle and serialise), or an
+    ``http(s)://`` URL. ``timeout`` bounds every judge call; ``on_error`` decides whether a failure
+    marks the sample FAILED ("fail") or raises ("raise").
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
+
+    judger_name: str
+    reward_handler: Callable[..., Any] | str | None = None
+    request_timeout: float = Field(30.0, gt=0)
+    extra_info: dict[str, Any] = Field(default_factory=dict)
+    cpu_resources: CPUResourcesConfig | None = None
+    on_error: Literal["fail", "raise"] = "fail"
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
+    max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
+    batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
+    execution: Literal["thread", "process"] = Field(
+        "thread",
+        description="where a sync handler runs: worker threads, or killable worker processes "
+        "(the handler must then be picklable: a top-level function or an import string)",
+    )
+    num_threads: int | None = Field(
+        None, ge=1, description="threads for a sync handler; None: cpus + 4 (in a Ray actor: its CPUs)"
+    )
+    handler_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra keyword arguments of the handler"
+    )
+
+    @field_validator("reward_handler")
+    @classmethod
+    def _check_handler(cls, value: Any) -> Any:
+        if isinstance(value, str) and not is_url(value) and ":" not in value and "." not in value:
+            raise ValueError(
+                f"reward_handler {value!r} is neither an http(s):// URL nor a "
+                "'package.module:function' import string"
+            )
+        return value
+
+    def build_local(self) -> Judger:
+        """The judger this config describes, running in this process."""
+        from judger.judgers.native import NativeJudger
+
+        if self.reward_handler is None:
+            raise ValueError(
+                f"JudgerConfig(judger_name={self.judger_name!r}) has no reward_handler: pass a function, "
+                "an async function, a 'package.module:function' string or an http(s):// URL, or subclass "
+                "JudgerConfig and override build_local()"
+            )
+        if isinstance(self.reward_handler, str) and not is_url(self.reward_handler):
+            import_object(self.reward_handler)  # fail at build time, not at the first sample
+        return NativeJudger(
+            judger_name=self.judger_name,
+            reward_handler=self.reward_handler,
+            extra_info=self.extra_info,
+            request_timeout=self.request_timeout,
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+            batched=self.batched,
+            handler_kwargs=self.handler_kwargs,
+            num_threads=self.num_threads,
+            execution=self.execution,
+        )
+
+    def build(self) -> Judger:
+        return build_judger(self)
+
+
+class ComposedJudgerConfig(BaseModel):
+    """Branches by name (configs, nested composed configs, or built Judgers) and a merge_fn."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    branches: dict[str, Any]
+    merge_fn: Callable[..., Any] | str | None = None
+    judger_name: str = "composed_judger"
+    on_error: Literal["fail", "raise"] = "fail"
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
+    max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
+
+    @field_validator("branches", mode="before")
+    @classmethod
+    def _parse_branches(cls, value: Any) -> Any:
+        # plain dicts (from JSON or YAML) become configs; a dict with "branches" is a nested composition
+        if isinstance(value, dict):
+            return {
+                name: (ComposedJudgerConfig if "branches" in b else JudgerConfig).model_validate(b)
+                if isinstance(b, dict)
+                else b
+                for name, b in value.items()
+            }
+        return value
+
+    @field_validator("branches")
+    @classmethod
+    def _check_branches(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("branches is empty: give at least one {'name': JudgerConfig(...)}")
+        for name, branch in value.items():
+            if isinstance(branch, BaseJudger) and not isinstance(branch, Judger):
+                # TypeError is not wrapped by pydantic, so callers see the seed's exception type
+                check_branches({name: branch})
+            if not isinstance(branch, (JudgerConfig, ComposedJudgerConfig, Judger)):
+                raise ValueError(
+                    f"branch {name!r} must be a JudgerConfig, a ComposedJudgerConfig or a Judger, "
+                    f"got {type(branch).__name__}"
+                )
+        return value
+
+    def build_local(self) -> ComposedJudger:
+        branches = {
+            name: branch if isinstance(branch, BaseJudger) else build_judger(branch)
+            for name, branch in self.branches.items()
+        }
+        return ComposedJudger(
+            branches,
+            merge_fn=self.merge_fn,
+            judger_name=self.judger_name,
+            on_error=self.on_error,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+        )
+
+    def build(self) -> ComposedJudger:
+        return self.build_local()
+
+
+def build_judger(cfg: JudgerConfig | ComposedJudgerConfig) -> Judger:
+    """Build a live judger from a config: local, on Ray actors (``cpu_resources``), or composed."""
+    if isinstance(cfg, ComposedJudgerConfig):
+        return cfg.build_local()
+    if not isinstance(cfg, JudgerConfig):
+        raise TypeError(
+            f"build_judger takes a JudgerConfig or ComposedJudgerConfig, got {type(cfg).__name__}"
+        )
+    if cfg.cpu_resources is None:
+        return cfg.build_local()
+    from judger.remote.build import build_remote
+
+    return build_remote(cfg)

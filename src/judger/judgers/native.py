@@ -1,0 +1,302 @@
+"""NativeJudger: judge with a plain reward function, an async function, or an HTTP endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from judger.core.deadlines import judge_deadline
+from judger.core.errors import JudgerOutputError, JudgeTimeoutError
+from judger.core.failure import JudgeFailure
+from judger.core.judger import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIMEOUT,
+    Judger,
+    JudgerOutput,
+    JudgerOutputBatch,
+    JudgerPayload,
+    JudgerPayloadBatch,
+    OnError,
+    PayloadResult,
+    gather_bounded,
+)
+from judger.core.outputs import check_output
+from judger.core.rollout import RolloutState
+from judger.judgers.handlers import RewardHandler, resolve_handler
+from judger.runtime.http import HttpClient
+
+# Items a worker thread takes at once in a batch: large enough that thread hand-off costs well under
+# a microsecond per sample, small enough that a hung item strands few others (they are resubmitted).
+_CHUNK = 256
+
+
+class _Chunk:
+    """A run of payloads one worker thread scores in order, reporting progress as it goes."""
+
+    __slots__ = ("cancelled", "current", "results", "start")
+
+    def __init__(self, start: int, n: int) -> None:
+        self.start = start
+        self.results: list[Any] = [None] * n
+        self.current: tuple[int, float] = (0, time.monotonic())
+        self.cancelled = False
+
+
+class NativeJudger(Judger):
+    """Score each rollout with ``reward_handler(response, label, extra_info) -> dict``.
+
+    The handler may be a sync function (run in worker threads, so the event loop is never blocked),
+    an async function (awaited), an ``"package.module:function"`` import string, or an HTTP URL
+    (``POST {"response", "label", "extra_info"}`` -> JSON object, through one pooled client with
+    retries). ``extra_info`` given to the handler is a fresh dict every call: the judger's static
+    ``extra_info`` overlaid with the sample's ``extra_fields["extra_info"]`` when it has one.
+
+    ``batch_judge`` calls a batch-capable handler (see :func:`judger.batch_handler`) once with
+    lists; any other handler is called per sample, ``max_concurrency`` at a time, each sample under
+    its own deadline, so one slow or failing sample never holds up or fails the rest.
+    """
+
+    def __init__(
+        self,
+        judger_name: str = "native_judger",
+        reward_handler: Callable[..., Any] | str | None = None,
+        extra_info: dict[str, Any] | None = None,
+        request_timeout: float = 30.0,
+        *,
+        on_error: OnError = "fail",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        batched: bool | None = None,
+        handler_kwargs: dict[str, Any] | None = None,
+        max_retries: int = 3,
+        num_threads: int | None = None,
+        execution: Literal["thread", "process"] = "thread",
+    ) -> None:
+        super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
+        self.handler: RewardHandler = resolve_handler(reward_handler, batched=batched, kwargs=handler_kwargs)
+        self.reward_handler = reward_handler
+        self.extra_info = dict(extra_info or {})
+        self.request_timeout = request_timeout
+        self.num_threads = num_threads or min(32, (os.cpu_count() or 1) + 4)
+        if execution not in ("thread", "process"):
+            raise ValueError(f"execution must be 'thread' or 'process', got {execution!r}")
+        if execution == "process" and self.handler.kind != "sync":
+            raise ValueError(
+                f"execution='process' runs sync handlers in killable worker processes; this "
+                f"reward_handler is {self.handler.kind}"
+            )
+        self.execution = execution
+        self._executor: ThreadPoolExecutor | None = None
+        self._http: HttpClient | None = None
+        if self.handler.kind == "url":
+            self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
+
+    # --- payload contract ------------------------------------------------------------------------
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        reward_model = rollout_state.reward_model
+        payload: JudgerPayload = {
+            "response": rollout_state.response,
+            "label": reward_model.get("ground_truth") if reward_model else None,
+        }
+        if self.handler.signature == "verl":
+            payload["data_source"] = rollout_state.data_source
+        sample_info = rollout_state.extra_fields.get("extra_info")
+        if sample_info:
+            payload["extra_info"] = sample_info
+        return payload
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
+        if isinstance(payload, list):
+            return await self.run_payloads_or_raise(payload)
+        return await self._call_one(payload)
+
+    # --- execution -------------------------------------------------------------------------------
+
+    def _extra_info(self, payload: JudgerPayload) -> dict[str, Any]:
+        sample_info = payload.get("extra_info")
+        return {**self.extra_info, **sample_info} if sample_info else {**self.extra_info}
+
+    def _args(self, payload: JudgerPayload) -> tuple:
+        return self.handler.call_args(
+            payload.get("response"),
+            payload.get("label"),
+            payload.get("data_source"),
+            self._extra_info(payload),
+        )
+
+    def _executor_(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                self.num_threads, thread_name_prefix=f"judger-{self.judger_name}"
+            )
+        return self._executor
+
+    async def _call_one(self, payload: JudgerPayload) -> Any:
+        handler = self.handler
+        if handler.kind == "url":
+            assert self._http is not None and isinstance(handler.target, str)
+            body = {
+                "response": payload.get("response"),
+                "label": payload.get("label"),
+                "extra_info": self._extra_info(payload),
+            }
+            reply = await self._http.post_json(handler.target, body)
+            if not isinstance(reply, dict):
+                raise JudgerOutputError(
+                    f"judger {self.judger_name!r}: {handler.target} replied {type(reply).__name__} "
+                    f"{reply!r:.200}; the reply must be a JSON object"
+                )
+            return reply
+        if handler.batched:
+            outputs = await self._call_batch([payload])
+            return outputs[0]
+        if handler.kind == "async":
+            return handler.normalise(await handler.call(*self._args(payload)))
+        if self.execution == "process":
+            (result,) = await self._run_in_processes([payload])
+            if isinstance(result, BaseException):
+                raise result
+            return result
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
+
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        try:
+            async with judge_deadline(self.judger_name, self.timeout):
+                output = await self._call_one(payload)
+        except JudgeTimeoutError:
+            if self.handler.kind == "sync" and self.execution == "thread":
+                self._retire_executor()  # the abandoned call still holds a thread
+            raise
+        return check_output(output, self.judger_name)
+
+    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        if not payloads:
+            return []
+        if self.handler.batched:
+            return await self._run_batched(payloads)
+        if self.execution == "process":
+            results = await self._run_in_processes(payloads)
+            return [self.capture_result(r, i) for i, r in enumerate(results)]
+        if self.handler.kind == "sync":
+            return await self._run_threaded(payloads)
+        return await gather_bounded(
+            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+        )
+
+    async def _call_batch(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        handler = self.handler
+        args = [self._args(p) for p in payloads]
+        columns = [list(col) for col in zip(*args)]
+        if handler.kind == "async":
+            outputs = handler.normalise(await handler.call(*columns))
+        else:
+            loop = asyncio.get_running_loop()
+            outputs = await loop.run_in_executor(self._executor_(), lambda: handler.call(*columns))
+        if not isinstance(outputs, (list, tuple)):
+            raise JudgerOutputError(
+                f"judger {self.judger_name!r}: batch handler returned {type(outputs).__name__} for "
+                f"{len(payloads)} samples; it must return a list"
+            )
+        if len(outputs) != len(payloads):
+            raise JudgerOutputError(
+                f"judger {self.judger_name!r}: batch handler returned {len(outputs)} results for "
+                f"{len(payloads)} samples"
+            )
+        return list(outputs)
+
+    async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        try:
+            async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
+                outputs = await self._call_batch(payloads)
+        except Exception as exc:
+            if self.on_error == "raise":
+                raise
+            return [JudgeFailure.from_exception(exc, self.judger_name)] * len(payloads)
+        return [self._check_captured(out, i) for i, out in enumerate(outputs)]
+
+    async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        """Score sync handlers in chunks on worker threads, with a deadline per sample.
+
+        The async side sleeps until the item a thread is on would overrun its deadline; if that
+        item is still running then, it is failed with a timeout and the rest of its chunk goes to
+        another thread. A Python thread cannot be killed, so the stuck call is abandoned, not
+        stopped; use the process execution layer for scorers that can hang for real.
+        """
+        n = len(payloads)
+        results: list[Any] = [None] * n
+        size = max(1, min(_CHUNK, -(-n // self.num_threads)))
+        # one driver per thread: a chunk is handed over only when a thread is free, so time spent
+        # queueing never counts against a sample's deadline
+        spans = iter([(lo, min(n, lo + size)) for lo in range(0, n, size)])
+
+        async def driver() -> None:
+            for lo, hi in spans:
+                await self._drive_chunk(payloads, lo, hi, results)
+
+        await asyncio.gather(*(driver() for _ in range(min(self.num_threads, -(-n // size)))))
+        return [self.capture_result(r, i) for i, r in enumerate(results)]
+
+    async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
+        has its worker killed, so even a handler stuck in C code cannot outlive it."""
+        from judger.runtime.procpool.pool import shared_pool
+
+        handler = self.handler
+        calls = [(self._args(p), handler.kwargs) for p in payloads]
+        results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
+        return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
+
+    async def _drive_chunk(self, payloads: Sequence[JudgerPayload], lo: int, hi: int, out: list[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        while lo < hi:
+            chunk = _Chunk(lo, hi - lo)
+            future = loop.run_in_executor(self._executor_(), self._score_chunk, chunk, payloads)
+            stuck_at: int | None = None
+            while not future.done():
+                index, started = chunk.current
+                remaining = started + self.timeout - time.monotonic()
+                if remaining > 0:
+                    await asyncio.wait((future,), timeout=remaining)
+                    continue
+                if chunk.current == (index, started):
+                    chunk.cancelled = True
+                    stuck_at = index
+                    self._retire_executor()
+                    break
+            done = stuck_at if stuck_at is not None else hi - lo
+            out[lo : lo + done] = chunk.results[:done]
+            if stuck_at is None:
+                return
+            out[lo + stuck_at] = JudgeTimeoutError(self.judger_name, self.timeout)
+            lo = lo + stuck_at + 1
+
+    def _score_chunk(self, chunk: _Chunk, payloads: Sequence[JudgerPayload]) -> None:
+        handler = self.handler
+        results = chunk.results
+        base = chunk.start
+        for i in range(len(results)):
+            if chunk.cancelled:
+                return
+            chunk.current = (i, time.monotonic())
+            try:
+                results[i] = handler.call(*self._args(payloads[base + i]))
+            except Exception as exc:
+                results[i] = exc
+
+    def _retire_executor(self) -> None:
+        # The stuck thread keeps its worker slot until the call returns (if ever); later work gets a
+        # fresh pool so abandoned calls can never starve it. wait=False: never block on them.
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+        self._retire_executor()

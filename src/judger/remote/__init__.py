@@ -1,0 +1,1 @@
+"""Judgers on Ray: RemoteJudger (one actor), JudgerPool (several), JudgerActor, CPU resources."""

@@ -1,0 +1,368 @@
+"""Sending payloads to JudgerActor replicas: least-loaded choice, backpressure, deadlines, retries.
+
+Shared by :class:`~judger.RemoteJudger` (one replica) and :class:`~judger.JudgerPool` (several).
+
+- A batch is cut into chunks sent in input order, large first and smaller towards the end (guided
+  scheduling); each goes to the replica with the fewest payloads in flight that has room under
+  ``max_in_flight``; callers wait otherwise (backpressure).
+- Every call has a deadline. A call that loses its actor (it died, or hung past the deadline and
+  was killed so that Ray restarts it) is retried payload by payload on another replica. A replica
+  whose actor was lost takes no work until a probe sees it answer again (restarted by Ray).
+- A payload's last attempt runs alone on an idle replica, so a payload that kills or blocks its
+  actor fails by itself and never takes innocent payloads down with it on their last attempt.
+- Results land at their input index: nothing is lost and nothing appears twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from judger.core.errors import JudgerError, JudgeTimeoutError
+from judger.core.failure import JudgeFailure
+from judger.core.judger import JudgerOutput, JudgerPayload, PayloadResult, gather_bounded
+from judger.remote.cluster import kill_actor
+
+# A chunk is large enough that Ray's per-call cost (about a millisecond) is small next to the work,
+# small enough that least-loaded dispatch can still even out replicas of different speeds.
+DEFAULT_CHUNK_SIZE = 64
+DEFAULT_MAX_IN_FLIGHT = 128
+DEFAULT_MAX_RETRIES = 2
+# How long a lost actor may take to come back (Ray restarts it) before it counts as dead.
+RESTART_WAIT_S = 120.0
+_PROBE_INTERVAL_S = 0.2
+
+
+class ReplicaLostError(JudgerError):
+    """A Ray actor died while running a payload, on every attempt the retry budget allowed."""
+
+
+@dataclass
+class Replica:
+    """One JudgerActor handle and what the dispatcher knows about it."""
+
+    handle: Any
+    name: str
+    in_flight: int = 0
+    completed: int = 0
+    lost_calls: int = 0
+    hung_calls: int = 0
+    kills: int = 0
+    generation: int = 0  # bumped whenever the actor is found lost: calls from before know it
+    restarting: bool = False  # lost its actor; waiting for Ray to bring it back
+    dead: bool = False  # did not come back within RESTART_WAIT_S
+    reserved: bool = False  # running one payload alone (its last attempt)
+    closed: bool = False
+    probe: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def usable(self) -> bool:
+        return not (self.closed or self.dead or self.restarting or self.reserved)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "in_flight": self.in_flight,
+            "completed": self.completed,
+            "lost_calls": self.lost_calls,
+            "hung_calls": self.hung_calls,
+            "kills": self.kills,
+            "state": "closed"
+            if self.closed
+            else "dead"
+            if self.dead
+            else "restarting"
+            if self.restarting
+            else "alive",
+        }
+
+
+class _Lost(Exception):
+    """Internal: a call lost its actor; carries the exception to report if retries run out."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _NoReplica(Exception):
+    """Internal: every replica is dead; payloads fail at once instead of waiting forever."""
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
+
+
+async def _await_ref(ref: Any, timeout: float) -> Any:
+    return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
+
+
+class Dispatcher:
+    """Runs payloads on a set of replicas (see the module docstring)."""
+
+    def __init__(
+        self,
+        judger_name: str,
+        replicas: Sequence[Replica],
+        *,
+        call_timeout: Callable[[int], float],
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> None:
+        if not replicas:
+            raise ValueError("a dispatcher needs at least one replica")
+        if chunk_size < 1 or max_in_flight < 1 or max_retries < 0:
+            raise ValueError(
+                f"chunk_size and max_in_flight must be >= 1 and max_retries >= 0; got "
+                f"{chunk_size}, {max_in_flight}, {max_retries}"
+            )
+        self.judger_name = judger_name
+        self.replicas = list(replicas)
+        self.call_timeout = call_timeout
+        self.chunk_size = chunk_size
+        self.max_in_flight = max_in_flight
+        self.max_retries = max_retries
+        self._cond: asyncio.Condition | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._turn = 0
+        self._isolated_waiting = 0
+
+    # --- capacity --------------------------------------------------------------------------------
+
+    def _condition(self) -> asyncio.Condition:
+        # asyncio primitives bind to one loop; sync callers may drive the judger from several
+        # asyncio.run() loops in turn, so the condition follows the running loop
+        loop = asyncio.get_running_loop()
+        if self._cond is None or self._loop is not loop:
+            self._cond = asyncio.Condition()
+            self._loop = loop
+        return self._cond
+
+    def _candidates(self, avoid: Replica | None) -> list[Replica]:
+        if all(r.closed for r in self.replicas):
+            raise RuntimeError(f"judger {self.judger_name!r} is closed; its actors were released")
+        if all(r.dead or r.closed for r in self.replicas):
+            raise _NoReplica()
+        usable = [r for r in self.replicas if r.usable]
+        others = [r for r in usable if r is not avoid] or usable
+        self._turn += 1
+        k = self._turn % len(others) if others else 0
+        return others[k:] + others[:k]  # rotated, so that ties spread over replicas
+
+    def _pick(self, size: int, avoid: Replica | None) -> Replica | None:
+        candidates = self._candidates(avoid)
+        if self._isolated_waiting:
+            return None  # let replicas drain so that a last attempt can run alone
+        fits = [r for r in candidates if not r.in_flight or r.in_flight + size <= self.max_in_flight]
+        return min(fits, key=lambda r: r.in_flight, default=None)
+
+    def _pick_idle(self, avoid: Replica | None) -> Replica | None:
+        idle = [r for r in self._candidates(avoid) if not r.in_flight]
+        if not idle and avoid is not None and avoid.usable and not avoid.in_flight:
+            idle = [avoid]
+        return idle[0] if idle else None
+
+    async def _acquire(self, size: int, avoid: Replica | None, alone: bool) -> Replica:
+        cond = self._condition()
+        async with cond:
+            if not alone:
+                while (replica := self._pick(size, avoid)) is None:
+                    await cond.wait()
+            else:
+                self._isolated_waiting += 1
+                try:
+                    while (replica := self._pick_idle(avoid)) is None:
+                        await cond.wait()
+                finally:
+                    self._isolated_waiting -= 1
+                    cond.notify_all()
+                replica.reserved = True
+            replica.in_flight += size
+            return replica
+
+    async def _release(self, replica: Replica, size: int) -> None:
+        cond = self._condition()
+        async with cond:
+            replica.in_flight -= size
+            replica.reserved = False
+            cond.notify_all()
+
+    async def wake_all(self) -> None:
+        """After close: stop probes and wake waiting callers, so they see that the judger is closed."""
+        for replica in self.replicas:
+            if replica.probe is not None:
+                try:
+                    replica.probe.cancel()
+                except RuntimeError:  # its event loop is already closed
+                    pass
+        if self._cond is not None and self._loop is asyncio.get_running_loop():
+            async with self._cond:
+                self._cond.notify_all()
+
+    # --- losing and regaining actors -------------------------------------------------------------
+
+    def _mark_lost(self, replica: Replica) -> None:
+        if replica.restarting or replica.closed:
+            return
+        replica.restarting = True
+        replica.generation += 1
+        replica.probe = asyncio.get_running_loop().create_task(self._probe(replica))
+
+    async def _probe(self, replica: Replica) -> None:
+        """Wait until Ray has restarted the actor (it answers ``stats``), or give it up as dead."""
+        give_up = time.monotonic() + RESTART_WAIT_S
+        try:
+            while not replica.closed:
+                try:
+                    await _await_ref(replica.handle.stats.remote(), max(1.0, give_up - time.monotonic()))
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    if time.monotonic() >= give_up:
+                        replica.dead = True
+                        break
+                    await asyncio.sleep(_PROBE_INTERVAL_S)
+        finally:
+            replica.restarting = False
+            replica.probe = None
+            cond = self._condition()
+            async with cond:
+                cond.notify_all()
+
+    # --- one remote call -------------------------------------------------------------------------
+
+    async def _call(self, replica: Replica, method: str, arg: Any, size: int) -> Any:
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        generation = replica.generation
+        ref = getattr(replica.handle, method).remote(arg)
+        timeout = self.call_timeout(size)
+        try:
+            result = await _await_ref(ref, timeout)
+        except RayTaskError as exc:
+            # the judger itself raised inside the actor: not an infrastructure fault, never retried
+            replica.completed += size
+            cause = exc.cause
+            raise (cause if isinstance(cause, Exception) else exc) from None
+        except RayError as exc:
+            replica.lost_calls += 1
+            self._mark_lost(replica)
+            raise _Lost(exc) from exc
+        except TimeoutError as exc:
+            replica.hung_calls += 1
+            try:
+                ray.cancel(ref)
+            except Exception:
+                pass
+            # a hung actor is killed so that Ray restarts it; its other calls fail over and retry.
+            # Calls stuck on the same hung instance time out together: only the first one kills it,
+            # never the instance Ray has started since.
+            if replica.generation == generation:
+                replica.kills += 1
+                kill_actor(replica.handle, restart=True)
+                self._mark_lost(replica)
+            err = JudgeTimeoutError(
+                self.judger_name, timeout, f"remote call to {replica.name}; actor restarted"
+            )
+            raise _Lost(err) from exc
+        except asyncio.CancelledError:
+            try:
+                ray.cancel(ref)
+            except Exception:
+                pass
+            raise
+        replica.completed += size
+        return result
+
+    def _exhausted(self, lost: _Lost | None, attempts: int) -> Exception:
+        if lost is None:
+            return ReplicaLostError(
+                f"judger {self.judger_name!r}: every Ray actor of this judger is dead "
+                f"(none came back within {RESTART_WAIT_S:g} s)"
+            )
+        if isinstance(lost.error, JudgeTimeoutError):
+            return lost.error
+        return ReplicaLostError(
+            f"judger {self.judger_name!r}: the Ray actor running this payload was lost on all "
+            f"{attempts} attempt(s); last error: {_short(lost.error)}"
+        )
+
+    # --- running payloads ------------------------------------------------------------------------
+
+    def chunk_size_for(self, remaining: int, workers: int) -> int:
+        """Guided scheduling: big chunks while much is left, shrinking towards the end.
+
+        Each chunk is at most ``chunk_size`` and about ``remaining / (2 * workers)``, so early calls
+        amortise Ray's per-call cost and the last ones are small: replicas finish close together
+        instead of one of them still working through a full chunk while the others idle.
+        """
+        return max(1, min(self.chunk_size, self.max_in_flight, -(-remaining // (2 * workers))))
+
+    async def run_one(self, payload: JudgerPayload) -> JudgerOutput:
+        """One payload's output; raises the judger's own exception, or the retry-exhausted error."""
+        avoid: Replica | None = None
+        lost: _Lost | None = None
+        for attempt in range(self.max_retries + 1):
+            alone = attempt > 0 and attempt == self.max_retries
+            try:
+                replica = await self._acquire(1, avoid, alone)
+            except _NoReplica:
+                break
+            try:
+                return await self._call(replica, "run_payload", payload, 1)
+            except _Lost as exc:
+                lost = exc
+            finally:
+                await self._release(replica, 1)
+            avoid = replica
+        raise self._exhausted(lost, self.max_retries + 1)
+
+    async def run_many(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        """Every payload's output or JudgeFailure, in input order."""
+        n = len(payloads)
+        if n == 0:
+            return []
+        results: list[Any] = [None] * n
+        # one sender per chunk the replicas can hold at once: more would only wait on the condition
+        # (a 100k batch must not wake thousands of waiters per release), fewer would leave room idle
+        senders = min(n, len(self.replicas) * max(1, self.max_in_flight // self.chunk_size))
+        cursor = 0
+
+        async def sender() -> None:
+            nonlocal cursor
+            while cursor < n:
+                lo = cursor
+                cursor = hi = lo + self.chunk_size_for(n - lo, senders)
+                results[lo:hi] = await self._run_chunk(list(payloads[lo:hi]), 0, None)
+
+        await gather_bounded([sender] * senders, senders)
+        return results
+
+    async def _run_chunk(
+        self, chunk: list[JudgerPayload], attempt: int, avoid: Replica | None
+    ) -> list[PayloadResult]:
+        alone = attempt > 0 and attempt == self.max_retries
+        lost: _Lost | None = None
+        try:
+            replica = await self._acquire(len(chunk), avoid, alone)
+        except _NoReplica:
+            attempt = self.max_retries
+        else:
+            try:
+                return await self._call(replica, "run_payloads", chunk, len(chunk))
+            except _Lost as exc:
+                lost = exc
+            finally:
+                await self._release(replica, len(chunk))
+        if attempt >= self.max_retries:
+            failure = JudgeFailure.from_exception(self._exhausted(lost, attempt + 1), self.judger_name)
+            return [failure] * len(chunk)
+        # one at a time from here on: a payload that kills or blocks its actor then fails alone
+        parts = await asyncio.gather(*(self._run_chunk([p], attempt + 1, replica) for p in chunk))
+        return [part[0] for part in parts]

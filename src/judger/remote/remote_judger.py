@@ -1,0 +1,127 @@
+"""RemoteJudger: a judger whose ``judge_payload`` runs in one Ray actor."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from judger.remote.cluster import DEFAULT_MAX_RESTARTS, ensure_ray, kill_actor, spawn_actor
+from judger.remote.dispatch import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_RETRIES,
+    Dispatcher,
+    Replica,
+)
+from judger.remote.ray_judger import RayJudger, default_call_timeout
+
+if TYPE_CHECKING:
+    from judger.core.judger import Judger
+    from judger.judgers.config import JudgerConfig
+
+# Calls an actor accepts at once beyond the payload bound: status and readiness probes.
+_SPARE_ACTOR_CALLS = 8
+
+
+class RemoteJudger(RayJudger):
+    """The driver-side proxy of one :class:`~judger.JudgerActor`.
+
+    ``preprocess`` / ``postprocess`` run here with a local instance (``judger_config.build_local()``);
+    only payloads go to the actor, which runs the same judger's ``run_payloads`` (per-sample
+    deadlines, validation, failure capture) and sends back outputs or ``JudgeFailure`` values.
+
+    Every call has an outer deadline (``call_timeout`` seconds, by default derived from the judger's
+    ``timeout``). A dead actor is restarted by Ray (``max_restarts``, unlimited by default); a hung
+    one is killed at the deadline so Ray restarts it. Payloads of a lost call are retried one by one
+    up to ``max_retries`` times, the last time alone on an idle actor, so a payload that crashes or
+    blocks the actor fails by itself; then they fail as samples (``on_error`` applies). At most
+    ``max_in_flight`` payloads are outstanding; further callers wait (backpressure).
+
+    Built by ``JudgerConfig(cpu_resources=CPUResourcesConfig(num_workers=1)).build()``, which also
+    registers the CPUs with :class:`~judger.CPUResourceManager`; constructing one directly does not.
+    Close it (``await aclose()``, ``close()`` or a ``with`` block) to kill the actor.
+    """
+
+    def __init__(
+        self,
+        judger_config: JudgerConfig,
+        *,
+        actor: Any = None,
+        local: Judger | None = None,
+        num_cpus: float | None = None,
+        memory: int | None = None,
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        call_timeout: float | None = None,
+        replica_name: str | None = None,
+    ) -> None:
+        resources = judger_config.cpu_resources
+        # the actor builds the judger locally; it must not try to go remote again
+        self.judger_config = judger_config.model_copy(update={"cpu_resources": None})
+        local = local if local is not None else self.judger_config.build_local()
+        if num_cpus is None:
+            num_cpus = resources.num_cpus_per_worker if resources else 1.0
+        if memory is None and resources is not None:
+            memory = resources.cpu_memory_per_worker
+        if actor is None:
+            ensure_ray()
+            actor = spawn_actor(
+                self.judger_config,
+                num_cpus=num_cpus,
+                memory=memory,
+                max_concurrency=max_in_flight + _SPARE_ACTOR_CALLS,
+                max_restarts=max_restarts,
+            )
+        self.replica = Replica(actor, replica_name or f"{local.judger_name}[0]")
+        actor_threads = getattr(self.judger_config, "num_threads", None)
+        if call_timeout is None:
+            timeout_of = default_call_timeout(local, actor_threads)
+        else:
+            timeout_of = lambda n: call_timeout  # noqa: E731
+        self.call_timeout_of = timeout_of
+        dispatcher = Dispatcher(
+            local.judger_name,
+            [self.replica],
+            call_timeout=timeout_of,
+            chunk_size=chunk_size,
+            max_in_flight=max_in_flight,
+            max_retries=max_retries,
+        )
+        super().__init__(local, dispatcher)
+
+    @property
+    def actor(self) -> Any:
+        """The Ray actor handle."""
+        return self.replica.handle
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the actor has started (its judger built); raise RuntimeError if it cannot."""
+        wait_actors_ready([self], timeout)
+
+    async def actor_stats(self) -> dict[str, Any]:
+        """The actor's own counters: pid, calls, payloads, payload keys received."""
+        import asyncio
+
+        return await asyncio.wrap_future(self.replica.handle.stats.remote().future())
+
+    def _kill_actors(self) -> None:
+        self.replica.closed = True
+        kill_actor(self.replica.handle, restart=False)
+
+
+def wait_actors_ready(judgers: list[RemoteJudger], timeout: float) -> None:
+    """Block until every judger's actor answers; RuntimeError naming the first that cannot start."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    refs = [j.replica.handle.stats.remote() for j in judgers]
+    try:
+        ray.get(refs, timeout=timeout)
+    except GetTimeoutError as exc:
+        raise RuntimeError(
+            f"JudgerActor(s) of {judgers[0].judger_name!r} did not start within {timeout:g} s; the cluster "
+            "may lack the CPUs or memory asked for (ray status shows what is pending)"
+        ) from exc
+    except Exception as exc:
+        raise RuntimeError(f"JudgerActor of {judgers[0].judger_name!r} failed to start: {exc}") from exc

@@ -1,0 +1,110 @@
+"""One pooled HTTP client with retries: exponential backoff with full jitter.
+
+Used by URL reward handlers and LLM verifiers. Connection errors, 5xx and 429 are retried (429 and
+503 honour ``Retry-After``); other 4xx are the caller's fault and are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+import httpx
+
+from judger.core.errors import HandlerHTTPError, HandlerHTTPTimeout
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def backoff_delay(attempt: int, base: float, cap: float, retry_after: str | None = None) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): full jitter, or the server's Retry-After."""
+    if retry_after:
+        try:
+            return min(cap, max(0.0, float(retry_after)))
+        except ValueError:
+            pass
+    return random.uniform(0, min(cap, base * (2**attempt)))
+
+
+class HttpClient:
+    """A lazily created ``httpx.AsyncClient`` shared by all calls of its owner.
+
+    The client is bound to the event loop that created it; when the owner is used from another
+    loop (each ``asyncio.run`` makes a new one) a fresh client is made for that loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 5.0,
+        max_connections: int = 256,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.max_connections = max_connections
+        self.headers = dict(headers or {})
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            limits = httpx.Limits(
+                max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+            )
+            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self.headers)
+            self._loop = loop
+        return self._client
+
+    async def request_json(self, method: str, url: str, payload: Any = None) -> Any:
+        """Send ``payload`` as JSON and return the decoded JSON reply, retrying what is worth it."""
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            retry_after = None
+            try:
+                resp = await self.client().request(method, url, json=payload)
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                # A read timeout means the server took the request and is slow; resending it only
+                # adds load, so give up at once. Connection-level failures are retried.
+                if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+                    raise HandlerHTTPTimeout(
+                        f"{method} {url}: timeout after {self.timeout:g} s ({type(exc).__name__})"
+                    ) from exc
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code < 400:
+                    try:
+                        return resp.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        raise HandlerHTTPError(
+                            f"{method} {url}: reply is not valid JSON: {resp.text[:200]!r}"
+                        ) from exc
+                last = f"HTTP {resp.status_code}: {resp.text[:200]!r}"
+                if resp.status_code not in RETRY_STATUS:
+                    raise HandlerHTTPError(f"{method} {url} failed with {last} (not retried)")
+                retry_after = resp.headers.get("retry-after")
+            if attempt < self.max_retries:
+                await asyncio.sleep(backoff_delay(attempt, self.backoff_base, self.backoff_cap, retry_after))
+        raise HandlerHTTPError(f"{method} {url} failed after {self.max_retries + 1} attempts; last: {last}")
+
+    async def post_json(self, url: str, payload: Any) -> Any:
+        return await self.request_json("POST", url, payload)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and not client.is_closed:
+            try:
+                await client.aclose()
+            except RuntimeError:
+                # the loop that owned it is gone; its sockets went with it
+                pass

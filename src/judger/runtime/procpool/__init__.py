@@ -1,0 +1,1 @@
+"""Killable worker processes: a deadline per call, a stuck worker SIGKILLed and replaced."""

@@ -1,0 +1,133 @@
+"""The loop each :class:`~judger.runtime.procpool.pool.ProcessPool` worker process runs.
+
+A worker receives pickled ``(task_id, fn, args, kwargs)`` messages on its end of a pipe, runs the
+call and sends back ``(task_id, ok, value)``. It never enforces deadlines itself: the parent kills
+it with SIGKILL when a call overruns, which also stops code stuck in C (a huge sympy power holds
+the GIL, so no in-process timer could interrupt it).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+READY = b"R"
+"""The worker's first message: its preload imports are done, calls may come (deadlines start now)."""
+
+
+class RemoteError(Exception):
+    """An exception raised in a worker that could not be sent back as itself (not picklable)."""
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent exits, so a busy worker never outlives us.
+
+    An idle worker notices a dead parent on its own (EOF on the pipe); a worker deep in a
+    computation would not, hence the kernel's help. Elsewhere this is a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _release_fork_server() -> None:
+    """Close our copy of the fork server's "owner alive" pipe.
+
+    multiprocessing hands every forkserver child a write end of the pipe by which the fork server
+    notices that its owner died. A worker stuck in a computation would hold it open, so the fork
+    server, and with it the parent-death signal above, would outlive a SIGKILLed owner.
+    """
+    module = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(module, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
+def _limit_memory(memory_limit_bytes: int | None) -> None:
+    if not memory_limit_bytes:
+        return
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _encode(task_id: int, ok: bool, value: Any) -> bytes:
+    try:
+        return pickle.dumps((task_id, ok, value), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        what = "result" if ok else f"exception {type(value).__name__}: {value}"
+        error = RemoteError(f"the worker could not send back its {what} ({type(exc).__name__}: {exc})")
+        return pickle.dumps((task_id, False, error), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _import(modules: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # a missing optional module only costs time later
+            pass
+
+
+def worker_main(
+    conn: Connection, memory_limit_bytes: int | None = None, preload: tuple[str, ...] = ()
+) -> None:
+    """Serve calls until the parent sends an empty message or goes away.
+
+    A call message is an 8-byte little-endian task id followed by the pickled ``(fn, args, kwargs)``,
+    so a call whose arguments cannot be rebuilt here still gets an answer under its id.
+    """
+    _die_with_parent()
+    _release_fork_server()
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_memory(memory_limit_bytes)
+    # imported before READY, so that no call's deadline pays for them (free when the fork server has them)
+    _import(preload)
+    try:
+        conn.send_bytes(READY)
+    except OSError:
+        return
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if not message:
+            return
+        task_id = int.from_bytes(message[:8], "little")
+        try:
+            fn, args, kwargs = pickle.loads(message[8:])
+        except BaseException as exc:
+            reply = _encode(task_id, False, RemoteError(f"the worker cannot unpickle the call: {exc!r}"))
+        else:
+            try:
+                reply = _encode(task_id, True, fn(*args, **kwargs))
+            except BaseException as exc:
+                reply = _encode(task_id, False, exc)
+        try:
+            conn.send_bytes(reply)
+        except OSError:
+            return

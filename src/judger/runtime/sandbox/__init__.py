@@ -1,0 +1,1 @@
+"""Running untrusted, model-written programs."""

@@ -1,0 +1,1 @@
+"""Math scorers: pure functions (answer extraction, normalisation, equivalence)."""

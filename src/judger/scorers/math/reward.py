@@ -1,0 +1,119 @@
+"""MATH / MATH-500 style ``\\boxed{}`` answers.
+
+- ``compat="verl"``: verl's ``math_reward`` exactly. The answer is the last ``\\boxed{...}`` (brace
+  matched; or the text after the last ``\\boxed `` up to ``$``), both sides go through
+  :func:`~judger.scorers.math.strip.strip_string` and must then be equal strings. ``\\fbox{}``
+  answers score 0, as in verl.
+- default: the same ``\\boxed{}`` requirement, but the last box wins whatever its form
+  (``\\fbox``, ``\\boxed 5``), a sentence-final period inside it is ignored (``\\boxed{72.}``), and
+  equality is Math-Verify's symbolic and numeric equivalence (:mod:`judger.scorers.math.grade`),
+  so ``5.0`` equals ``5``, ``\\frac{\\pi}{2}`` equals ``\\pi/2`` and ``0.75`` equals ``\\frac34``,
+  without Math-Verify's tiny-number false positive. It can take unbounded time on hostile input
+  (``9^{9^{9^9}}``), so it belongs on the process pool.
+
+Both return ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math.strip import is_equiv_verl
+
+Compat = Literal["verl"] | None
+
+
+def _result(acc: bool, pred: str | None) -> dict[str, Any]:
+    return {"score": 1.0 if acc else 0.0, "acc": acc, "pred": pred}
+
+
+def compute_score_verl(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+    """verl's ``math_reward.compute_score``, as a dict: any error scores 0, as verl's does."""
+    try:
+        boxed = last_boxed_only_string_verl(solution_str)
+        if boxed is None:
+            return _result(False, None)
+        answer = remove_boxed_verl(boxed)
+    except Exception:
+        return _result(False, None)
+    return _result(is_equiv_verl(answer, ground_truth), answer)
+
+
+def ground_truth_text(ground_truth: Any) -> str:
+    """A label as answer text: numbers as written, a ``\\boxed{}`` label unwrapped."""
+    text = str(ground_truth).strip()
+    if "\\boxed" in text or "\\fbox" in text:
+        inner = last_boxed(text)
+        if inner is not None:
+            return inner
+    return text
+
+
+_TEXT_MACRO = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+_THIN_SPACE = re.compile(r"\\[,;:! ]")
+
+
+def markup_free(text: str) -> str:
+    """``text`` minus text wrappers, LaTeX spacing and whitespace: ``4:30 \\text{ p.m.}`` -> ``4:30p.m.``.
+
+    Only presentation goes: the characters of the answer stay, in order and in case, so two answers
+    equal under this are the same answer written differently.
+    """
+    previous = None
+    while previous != text:
+        previous = text
+        text = _TEXT_MACRO.sub(r"\1", text)
+    text = _THIN_SPACE.sub("", text).replace("\\left", "").replace("\\right", "")
+    return "".join(text.split()).strip("$")
+
+
+def grade_answer(answer: str, ground_truth: Any) -> bool:
+    """Our equivalence of an extracted answer and a label.
+
+    Identical text, then identical text once LaTeX presentation is removed (Math-Verify cannot
+    parse ``\\text{4:30 p.m.}``), then Math-Verify's symbolic and numeric equivalence.
+    """
+    from judger.scorers.math.grade import equivalent
+
+    gold = ground_truth_text(ground_truth)
+    if answer == gold:
+        return True
+    answer = clean_answer(answer)
+    if not answer:
+        return False
+    if answer == gold:
+        return True
+    plain = markup_free(answer)
+    if plain and plain == markup_free(gold):
+        return True
+    return equivalent(answer, gold)
+
+
+def compute_score(
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    *,
+    compat: Compat = None,
+    extracted: bool = False,
+) -> dict[str, Any]:
+    """Score one response against a MATH label (see the module docstring for the two modes).
+
+    ``extracted=True`` says ``solution_str`` is already the boxed answer (or None): the judger
+    extracts in the calling process so that identical answers are graded once per batch.
+    """
+    if compat == "verl":
+        return compute_score_verl(solution_str, ground_truth)
+    if compat is not None:
+        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
+    if ground_truth is None:
+        raise ValueError("math scorer: the ground truth is None (reward_model.ground_truth missing?)")
+    if extracted:
+        answer = solution_str
+    else:
+        answer = last_boxed(solution_str) if isinstance(solution_str, str) else None
+    if not answer:
+        return _result(False, answer or None)
+    return _result(grade_answer(answer, ground_truth), answer)

@@ -1,0 +1,1 @@
+"""The HTTP reward service behind `judger serve`."""

@@ -1,0 +1,1 @@
+"""The trainer side: verl-compatible validation metrics, train data, the agent loop, rollout files."""

@@ -1,0 +1,337 @@
+"""A single-turn agent loop: generate a group of responses, then judge them.
+
+``SingleTurnAgentLoop(config, generate, judger)`` takes ``generate`` as either
+
+- an async callable ``generate(state) -> RolloutState | dict | None`` that fills ``response``
+  (and ideally ``response_ids``, ``logprobs``, ``finish_reason``) on the state, or returns those
+  fields as a dict; or
+- the base URL of an OpenAI-compatible server (vLLM, lmdeploy, sglang): ``POST /v1/completions``
+  with the rendered prompt and ``config.sample_params``.
+
+Then :func:`run_judger` scores the group: in single mode (the default) each COMPLETED sample is
+judged on its own; in batch mode (``enable_batch_judge=True``) the group is judged in one
+``batch_judge`` call, and only when every sample COMPLETED. A pause (:meth:`SingleTurnAgentLoop.pause`)
+while generating or judging gives the work ``pause_grace_s`` seconds (10 by default, as XTuner),
+then cancels it and marks the unfinished samples ABORTED with ``finish_reason="abort"`` and no
+reward; the trainer's data preparation then skips the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from judger.core.judger import BaseJudger
+from judger.core.rollout import RolloutState, Status
+
+GenerateFn = Callable[[RolloutState], Awaitable[Any]]
+
+
+class SingleTurnAgentLoopConfig(BaseModel):
+    """How a group is generated and judged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_size: int = Field(1, ge=1, description="samples generated per prompt by generate_group")
+    enable_batch_judge: bool = Field(
+        False, description="judge the whole group in one batch_judge call, only when all samples completed"
+    )
+    pause_grace_s: float = Field(10.0, ge=0, description="seconds in-flight work may finish after a pause")
+    sample_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="sampling parameters sent to the endpoint (max_tokens, temperature, ...)",
+    )
+    model: str | None = Field(None, description="endpoint model name; None: the first of GET /v1/models")
+    request_timeout: float = Field(300.0, gt=0, description="seconds for one endpoint request")
+    max_retries: int = Field(3, ge=0)
+    logprobs: bool = Field(True, description="ask the endpoint for token ids and logprobs")
+
+
+def _mark_aborted(state: RolloutState) -> None:
+    state.status = Status.ABORTED
+    state.finish_reason = "abort"
+    state.reward = None
+
+
+async def _until_paused_then_grace(pause: asyncio.Event | None, grace_s: float) -> None:
+    if pause is None:
+        await asyncio.Event().wait()  # never
+        return
+    await pause.wait()
+    await asyncio.sleep(grace_s)
+
+
+async def _run_pausable(
+    work: dict[int, Awaitable[Any]], pause: asyncio.Event | None, grace_s: float
+) -> set[int]:
+    """Run ``work`` (key -> awaitable) until done, or a pause plus its grace; the keys cut short.
+
+    A cancellation from outside cancels the work too, and reports every key as cut short by raising.
+    """
+    tasks = {asyncio.ensure_future(aw): key for key, aw in work.items()}
+    if not tasks:
+        return set()
+    stopper = asyncio.ensure_future(_until_paused_then_grace(pause, grace_s))
+    pending: set[asyncio.Future[Any]] = set(tasks)
+    try:
+        while pending:
+            done, _ = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+            if stopper in done:
+                break
+    finally:
+        stopper.cancel()
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None and task not in pending:
+            raise task.exception()  # type: ignore[misc]
+    return {tasks[t] for t in pending}
+
+
+async def run_judger(
+    judger: BaseJudger,
+    states: Sequence[RolloutState],
+    *,
+    enable_batch_judge: bool = False,
+    pause: asyncio.Event | None = None,
+    pause_grace_s: float = 10.0,
+) -> list[RolloutState]:
+    """Judge a group as XTuner's agent loop does; returns the same states.
+
+    Single mode: every COMPLETED sample is judged (concurrently), others are left as they are.
+    Batch mode: one ``batch_judge`` over the group, only when all samples are COMPLETED.
+    When ``pause`` is set, judging gets ``pause_grace_s`` more seconds; then it is cancelled and
+    the samples not yet judged become ABORTED (``finish_reason="abort"``, ``reward=None``).
+    """
+    states = list(states)
+    if enable_batch_judge:
+        if not states or any(s.status != Status.COMPLETED for s in states):
+            return states
+        work: dict[int, Awaitable[Any]] = {-1: judger.batch_judge(states)}
+    else:
+        work = {i: judger.judge(s) for i, s in enumerate(states) if s.status == Status.COMPLETED}
+    try:
+        cut = await _run_pausable(work, pause, pause_grace_s)
+    except asyncio.CancelledError:
+        for i, s in enumerate(states):
+            if (i in work or -1 in work) and s.reward is None:
+                _mark_aborted(s)
+        raise
+    for key in cut:
+        for s in states if key == -1 else [states[key]]:
+            _mark_aborted(s)
+    return states
+
+
+# --- generation ------------------------------------------------------------------------------------
+
+
+def render_messages(messages: Sequence[dict[str, Any]]) -> str:
+    """A plain-text prompt: each message's content on its own line.
+
+    This is not a chat template; pass ``render_prompt=tokenizer.apply_chat_template``-style
+    functions to :class:`OpenAICompletionsGenerator` for a real model.
+    """
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+class OpenAICompletionsGenerator:
+    """``generate(state)`` over an OpenAI-compatible ``/v1/completions`` endpoint.
+
+    Reads ``choices[0].text`` and ``finish_reason``; with ``logprobs`` on, the token ids
+    (``choices[0].token_ids``, as vLLM returns them when asked) and ``logprobs.token_logprobs``.
+    ``tokenize`` (text -> ids), when given, fills ``prompt_ids`` and, if the server sent no ids,
+    ``response_ids``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        sample_params: dict[str, Any] | None = None,
+        logprobs: bool = True,
+        request_timeout: float = 300.0,
+        max_retries: int = 3,
+        render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
+        tokenize: Callable[[str], list[int]] | None = None,
+    ) -> None:
+        from judger.runtime.http import HttpClient
+
+        base = base_url.rstrip("/")
+        for suffix in ("/v1/completions", "/v1"):
+            if base.endswith(suffix):
+                base = base[: -len(suffix)]
+        self.base_url = base
+        self.model = model
+        self.sample_params = dict(sample_params or {})
+        self.logprobs = logprobs
+        self.render_prompt = render_prompt
+        self.tokenize = tokenize
+        self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
+        self._model_lock: asyncio.Lock | None = None
+
+    async def _model(self) -> str:
+        if self.model is not None:
+            return self.model
+        if self._model_lock is None:
+            self._model_lock = asyncio.Lock()
+        async with self._model_lock:
+            if self.model is None:
+                reply = await self._http.request_json("GET", f"{self.base_url}/v1/models")
+                try:
+                    self.model = str(reply["data"][0]["id"])
+                except (KeyError, IndexError, TypeError):
+                    raise ValueError(f"{self.base_url}/v1/models lists no model: {reply!r:.200}") from None
+        return self.model
+
+    async def __call__(self, state: RolloutState) -> dict[str, Any]:
+        prompt = self.render_prompt(state.message)
+        body: dict[str, Any] = {"model": await self._model(), "prompt": prompt, **self.sample_params}
+        if self.logprobs:
+            body.setdefault("logprobs", 1)
+        reply = await self._http.post_json(f"{self.base_url}/v1/completions", body)
+        try:
+            choice = reply["choices"][0]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(
+                f"{self.base_url}/v1/completions replied without choices: {reply!r:.200}"
+            ) from None
+        text = choice.get("text") or ""
+        out: dict[str, Any] = {"response": text, "finish_reason": choice.get("finish_reason")}
+        ids = choice.get("token_ids")
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs") if self.logprobs else None
+        if ids is None and self.tokenize is not None:
+            ids = self.tokenize(text)
+        if ids is not None:
+            out["response_ids"] = [int(t) for t in ids]
+        if logprobs is not None and (ids is None or len(logprobs) == len(ids)):
+            out["logprobs"] = [float(x) for x in logprobs]
+        if state.prompt_ids is None and self.tokenize is not None:
+            out["prompt_ids"] = self.tokenize(prompt)
+        return out
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class SingleTurnAgentLoop:
+    """Generate a group of responses for one prompt and judge them (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SingleTurnAgentLoopConfig,
+        generate: GenerateFn | str,
+        judger: BaseJudger | None = None,
+        *,
+        tokenize: Callable[[str], list[int]] | None = None,
+        render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
+    ) -> None:
+        self.config = config
+        self.judger = judger
+        if isinstance(generate, str):
+            generate = OpenAICompletionsGenerator(
+                generate,
+                model=config.model,
+                sample_params=config.sample_params,
+                logprobs=config.logprobs,
+                request_timeout=config.request_timeout,
+                max_retries=config.max_retries,
+                render_prompt=render_prompt,
+                tokenize=tokenize,
+            )
+        if not callable(generate):
+            raise TypeError(
+                f"generate must be an async callable or an endpoint URL, got {type(generate).__name__}"
+            )
+        self.generate = generate
+        self._pause = asyncio.Event()
+
+    # --- pause / resume --------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop in-flight work after the grace period; its samples become ABORTED."""
+        self._pause.set()
+
+    def resume(self) -> None:
+        self._pause.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self._pause.is_set()
+
+    # --- generation ------------------------------------------------------------------------------
+
+    async def generate_sample(self, state: RolloutState) -> RolloutState:
+        """One response for ``state``: status from the finish reason, FAILED when generation raised."""
+        try:
+            result = await self.generate(state)
+        except Exception as exc:
+            state.status = Status.FAILED
+            state.error_msg = f"{type(exc).__name__}: {exc}"
+            return state
+        if isinstance(result, RolloutState) and result is not state:
+            state.__dict__.update(result.__dict__)
+        elif isinstance(result, dict):
+            unknown = set(result) - set(RolloutState.model_fields)
+            if unknown:
+                state.status = Status.FAILED
+                state.error_msg = f"generate returned unknown fields {sorted(unknown)}"
+                return state
+            for key, value in result.items():
+                if key == "extra_fields":
+                    state.extra_fields.update(value)
+                else:
+                    setattr(state, key, Status(value) if key == "status" else value)
+        if state.status == Status.INIT:
+            state.status = Status.from_finish_reason(state.finish_reason)
+            if state.status == Status.FAILED and state.error_msg is None:
+                state.error_msg = f"generation ended with finish_reason={state.finish_reason!r}"
+        return state
+
+    def _copies(self, prompt: RolloutState | Sequence[RolloutState]) -> list[RolloutState]:
+        if isinstance(prompt, RolloutState):
+            # shallow copies: the prompt is shared read-only, what a sample writes is its own
+            return [
+                prompt.model_copy(
+                    update={"message": list(prompt.message), "extra_fields": dict(prompt.extra_fields)}
+                )
+                for _ in range(self.config.group_size)
+            ]
+        return list(prompt)
+
+    async def generate_group(self, prompt: RolloutState | Sequence[RolloutState]) -> list[RolloutState]:
+        """Generate ``config.group_size`` samples of ``prompt`` (or one per given state), then judge them."""
+        states = self._copies(prompt)
+        work = {i: self.generate_sample(s) for i, s in enumerate(states)}
+        try:
+            cut = await _run_pausable(work, self._pause, self.config.pause_grace_s)
+        except asyncio.CancelledError:
+            for s in states:
+                if s.status == Status.INIT:
+                    _mark_aborted(s)
+            raise
+        for i in cut:
+            _mark_aborted(states[i])
+        if self.judger is not None:
+            await run_judger(
+                self.judger,
+                states,
+                enable_batch_judge=self.config.enable_batch_judge,
+                pause=self._pause,
+                pause_grace_s=self.config.pause_grace_s,
+            )
+        return states
+
+    async def aclose(self) -> None:
+        closer = getattr(self.generate, "aclose", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()

@@ -1,0 +1,337 @@
+"""Reading and writing rollouts: JSONL or Parquet files in verl's row layout, or RolloutState JSON lines.
+
+A verl row holds ``data_source``, ``prompt`` (chat messages, or a plain string), ``response`` (one
+string) or ``responses`` (a list: one sample each), ``reward_model.ground_truth``, ``extra_info`` and
+optionally ``uid`` (the prompt group). It becomes one :class:`RolloutState` per response:
+``prompt`` -> ``message``, ``uid`` -> ``group_id`` (a ``responses`` row without one is its own group),
+``extra_info`` -> ``extra_fields["extra_info"]`` (passed on to reward handlers), any other column ->
+``extra_fields["columns"]`` (written back unchanged). Rows read from a file are finished rollouts,
+so their status is COMPLETED unless the row says otherwise (``"init"``, a dump's default, counts as
+not saying).
+
+A JSON line with a ``message`` field and no ``prompt`` is read as a RolloutState dump.
+
+A row that cannot be read does not stop the others: it becomes a :class:`RowError` naming its row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from judger.core.rollout import RolloutState, Status
+
+Layout = Literal["verl", "state"]
+
+# columns of a verl row that map onto RolloutState fields; everything else rides along untouched
+_VERL_COLUMNS = {
+    "data_source",
+    "prompt",
+    "response",
+    "responses",
+    "reward_model",
+    "extra_info",
+    "uid",
+    "status",
+}
+_OUTPUT_COLUMNS = {"reward", "score", "error_msg", "judge_failure"}
+
+
+class InputError(Exception):
+    """The input as a whole cannot be read: missing file, unknown format, broken Parquet."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """One input row that could not be turned into rollouts. ``row`` counts from 1 (line number)."""
+
+    row: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"row {self.row}: {self.message}"
+
+
+@dataclass
+class Rollouts:
+    """What :func:`read_rollouts` gives: the states, the rows that failed, and each state's row."""
+
+    states: list[RolloutState] = field(default_factory=list)
+    errors: list[RowError] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    layout: Layout = "verl"
+
+
+def _format(path: Path) -> Literal["jsonl", "parquet"]:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".parquet", ".pq"):
+        return "parquet"
+    if suffixes and suffixes[-1] in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    raise InputError(f"{path}: unknown format {path.suffix!r}; use .jsonl (JSON lines) or .parquet")
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any | RowError]]:
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, RowError(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+
+
+def _iter_parquet(path: Path) -> Iterator[tuple[int, Any | RowError]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - pyarrow is in the io extra
+        raise InputError("reading Parquet needs pyarrow: pip install 'judger[io]'") from exc
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
+    number = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, row
+
+
+def _decoded(value: Any, opener: str) -> Any:
+    """Undo the JSON-text fallback of :func:`write_rollouts` for a nested column."""
+    if isinstance(value, str) and value.startswith(opener):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _messages(prompt: Any) -> list[dict[str, Any]]:
+    if prompt is None:
+        return []
+    prompt = _decoded(prompt, "[{")
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if hasattr(prompt, "tolist"):  # numpy arrays from pandas-written Parquet
+        prompt = prompt.tolist()
+    if isinstance(prompt, (list, tuple)) and all(isinstance(m, dict) for m in prompt):
+        return [dict(m) for m in prompt]
+    raise ValueError(f"'prompt' must be a list of chat messages or a string, got {type(prompt).__name__}")
+
+
+def _status(value: Any) -> Status:
+    if value is None or value == Status.INIT.value:
+        return Status.COMPLETED
+    try:
+        return Status(value)
+    except ValueError:
+        allowed = ", ".join(s.value for s in Status)
+        raise ValueError(f"'status' {value!r} is not one of {allowed}") from None
+
+
+def parse_row(row: Any, number: int) -> tuple[list[RolloutState], Layout]:
+    """The RolloutStates of one input row; raises ValueError saying what is wrong with it."""
+    if not isinstance(row, dict):
+        raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+    if "message" in row and "prompt" not in row:
+        state = RolloutState.model_validate(row)
+        if state.status == Status.INIT:  # a dump's default status says nothing about the rollout
+            state.status = Status.COMPLETED
+        return [state], "state"
+
+    missing = [c for c in ("data_source", "reward_model") if c not in row]
+    if "response" not in row and "responses" not in row:
+        missing.append("response (or responses)")
+    if missing:
+        raise ValueError(f"missing column {', '.join(repr(m) for m in missing)}")
+    reward_model = _decoded(row["reward_model"], "{")
+    if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
+        raise ValueError("'reward_model' must be an object with a 'ground_truth' key")
+    if "response" in row and "responses" in row:
+        raise ValueError("has both 'response' and 'responses'; give one")
+    if "responses" in row:
+        responses = row["responses"]
+        if hasattr(responses, "tolist"):
+            responses = responses.tolist()
+        if not isinstance(responses, list) or not responses:
+            raise ValueError("'responses' must be a non-empty list of strings")
+    else:
+        responses = [row["response"]]
+    for i, response in enumerate(responses):
+        if response is not None and not isinstance(response, str):
+            where = "'response'" if "response" in row else f"'responses'[{i}]"
+            raise ValueError(f"{where} must be a string, got {type(response).__name__}")
+    extra_info = _decoded(row.get("extra_info"), "{")
+    if extra_info is not None and not isinstance(extra_info, dict):
+        raise ValueError(f"'extra_info' must be an object, got {type(extra_info).__name__}")
+
+    message = _messages(row.get("prompt"))
+    uid = row.get("uid")
+    if uid is not None and not isinstance(uid, (int, str)):
+        uid = str(uid)
+    if uid is None and "responses" in row:
+        uid = f"row-{number}"
+    status = _status(row.get("status"))
+    if status == Status.FAILED and row.get("judge_failure"):
+        status = Status.COMPLETED  # failed at judging, not at generation: scoring again retries it
+    columns = {k: v for k, v in row.items() if k not in _VERL_COLUMNS and k not in _OUTPUT_COLUMNS}
+    states = []
+    for i, response in enumerate(responses):
+        extra: dict[str, Any] = {}
+        if extra_info is not None:
+            extra["extra_info"] = extra_info
+        if columns:
+            extra["columns"] = columns
+        if "responses" in row:
+            extra["response_index"] = i
+        states.append(
+            RolloutState(
+                message=message,
+                data_source=row["data_source"],
+                reward_model=dict(reward_model),
+                group_id=uid,
+                response=response,
+                status=status,
+                extra_fields=extra,
+            )
+        )
+    return states, "verl"
+
+
+def read_rollouts(path: str | Path) -> Rollouts:
+    """Read every row of a JSONL or Parquet file; bad rows are collected in ``errors``, not raised.
+
+    Raises :class:`InputError` when the file itself cannot be read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a rollouts file")
+    fmt = _format(path)
+    rows: Iterable[tuple[int, Any]] = _iter_parquet(path) if fmt == "parquet" else _iter_jsonl(path)
+    out = Rollouts()
+    layouts: set[str] = set()
+    try:
+        for number, row in rows:
+            if isinstance(row, RowError):
+                out.errors.append(row)
+                continue
+            try:
+                states, layout = parse_row(row, number)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "row"
+                out.errors.append(RowError(number, f"invalid RolloutState: {where}: {first['msg']}"))
+                continue
+            except (ValueError, TypeError) as exc:
+                out.errors.append(RowError(number, str(exc)))
+                continue
+            layouts.add(layout)
+            out.states.extend(states)
+            out.rows.extend([number] * len(states))
+    except UnicodeDecodeError as exc:  # pragma: no cover - errors="replace" makes this rare
+        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc})") from exc
+    out.layout = "state" if layouts == {"state"} else "verl"
+    return out
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def state_to_row(state: RolloutState) -> dict[str, Any]:
+    """A state as a verl row plus its outcome: ``reward`` (dict or null), ``score``, ``status``,
+    ``error_msg`` (and ``judge_failure`` for a failed sample)."""
+    row: dict[str, Any] = {"data_source": state.data_source}
+    if state.group_id is not None:
+        row["uid"] = state.group_id
+    row["prompt"] = state.message
+    row["response"] = state.response
+    row["reward_model"] = state.reward_model
+    if "extra_info" in state.extra_fields:
+        row["extra_info"] = state.extra_fields["extra_info"]
+    row.update(state.extra_fields.get("columns") or {})
+    reward = state.reward
+    row["reward"] = reward
+    score = reward.get("score") if reward else None
+    row["score"] = float(score) if isinstance(score, (int, float)) and math.isfinite(score) else None
+    row["status"] = state.status.value
+    row["error_msg"] = state.error_msg
+    failure = state.extra_fields.get("judge_failure")
+    if failure is not None:
+        row["judge_failure"] = failure
+    return row
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def write_rollouts(path: str | Path, states: Sequence[RolloutState], layout: Layout = "verl") -> None:
+    """Write every state with its reward, as JSONL or Parquet (by extension).
+
+    ``layout="verl"`` writes verl rows (:func:`state_to_row`); ``"state"`` writes RolloutState dumps.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    if layout == "state":
+        rows = [s.model_dump(mode="json") for s in states]
+    else:
+        rows = [state_to_row(s) for s in states]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        with path.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, default=_json_default))
+                fh.write("\n")
+        return
+    _write_parquet(path, rows)
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    arrays = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            # a column whose values disagree in type (e.g. reward dicts of different judgers, a
+            # ground truth that is a number here and a list there) is stored as JSON text
+            arrays[name] = pa.array(
+                [
+                    None if v is None else json.dumps(v, ensure_ascii=False, default=_json_default)
+                    for v in values
+                ],
+                type=pa.string(),
+            )
+    table = pa.table(arrays) if arrays else pa.table({})
+    pq.write_table(table, path)
+
+
+def example_data(name: str = "math_rollouts_dev.jsonl") -> Path:
+    """The path of a bundled example file (see ``judger/data/README.md``)."""
+    path = Path(__file__).parent.parent / "data" / name
+    if not path.is_file():
+        available = sorted(p.name for p in path.parent.glob("*.jsonl"))
+        raise FileNotFoundError(f"no bundled example {name!r}; available: {available}")
+    return path

@@ -1,0 +1,58 @@
+"""The summary table and examples of `judger score`."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from judger import RolloutState, Status
+from judger.cli.report import examples, render_examples, render_summary, shorten, summarize
+
+
+def _state(source: str, group: str, acc: bool | None, response: str = "r") -> RolloutState:
+    s = RolloutState(
+        message=[{"role": "system", "content": "sys"}, {"role": "user", "content": "question?"}],
+        data_source=source,
+        group_id=group,
+        response=response,
+        reward_model={"ground_truth": "g"},
+        status=Status.COMPLETED,
+    )
+    if acc is None:
+        s.status = Status.FAILED
+        s.extra_fields["judge_failure"] = {"judger": "j", "kind": "timeout"}
+        s.error_msg = "JudgeTimeoutError: too slow"
+    else:
+        s.reward = {"score": float(acc), "acc": acc, "pred": "p" if acc else "q"}
+    return s
+
+
+def test_sources_with_different_group_sizes_get_an_n_column() -> None:
+    states = [_state("a", "a0", i == 0) for i in range(4)] + [
+        _state("b", "b0", True),
+        _state("b", "b0", None),
+    ]
+    states += [_state("b", "b0", False)]
+    summary = summarize(states, elapsed_s=2.0)
+    assert summary["data_sources"]["a"]["at_n"]["n"] == 4
+    assert summary["data_sources"]["b"]["at_n"]["n"] == 2  # the timed-out sample is left out
+    assert summary["timed_out"] == 1 and summary["samples_per_s"] == 3.5
+    console = Console(record=True, width=200)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "mean@N" in text and "pass@N" in text and "all" in text
+    assert "7 samples in 2.0 s (3.5 samples/s)" in text
+
+
+def test_examples_pick_k_per_source_and_shorten() -> None:
+    long = "x" * 1000 + " the answer is 7"
+    states = [_state("a", "a0", True, long), _state("a", "a1", False), _state("b", "b0", None)]
+    rows = examples(states, 1)
+    assert [r["data_source"] for r in rows] == ["a", "b"]
+    assert rows[0]["prompt"] == "question?"  # the last user message
+    assert rows[0]["response"].endswith("the answer is 7") and len(rows[0]["response"]) == 301
+    assert rows[1]["error"] == "JudgeTimeoutError: too slow" and rows[1]["score"] is None
+    console = Console(record=True, width=120)
+    render_examples(rows, console)
+    text = console.export_text()
+    assert "a [completed]" in text and "b [failed]" in text and "error: JudgeTimeoutError" in text
+    assert shorten("a\n\n b", 10) == "a b"

@@ -1,0 +1,194 @@
+"""verl-style reward managers: token-level arrays, extra info union, DAPO penalty, judgers inside."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from judger import BatchRewardManager, DapoRewardManager, JudgerConfig, NaiveRewardManager
+from judger.compat.verl.reward_managers import RewardBatch
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kw: Any):
+    # different return shapes and keys per sample, as real scorers mix them
+    if solution_str == "tuple":
+        return (0.25, "ignored")
+    if solution_str == "int":
+        return 1
+    acc = solution_str.strip() == ground_truth
+    out: dict[str, Any] = {"score": 1.0 if acc else -1.0, "acc": acc}
+    if acc:
+        out["pred"] = solution_str.strip()
+    if kw.get("bonus"):
+        out["score"] += kw["bonus"]
+    return out
+
+
+def batch(**kw: Any) -> RewardBatch:
+    base: dict[str, Any] = {
+        "data_sources": ["a", "a", "b", "b"],
+        "responses": ["7", "8", "tuple", "int"],
+        "ground_truths": ["7", "7", "x", "x"],
+        "valid_response_lengths": [3, 1, 5, 2],
+        "response_length": 6,
+    }
+    base.update(kw)
+    return RewardBatch(**base)
+
+
+def test_naive_places_score_at_last_valid_token() -> None:
+    out = NaiveRewardManager(compute_score)(batch(), return_dict=True)
+    tensor = out["reward_tensor"]
+    assert tensor.shape == (4, 6) and tensor.dtype == np.float32
+    expected = np.zeros((4, 6), dtype=np.float32)
+    expected[0, 2], expected[1, 0], expected[2, 4], expected[3, 1] = 1.0, -1.0, 0.25, 1.0
+    assert (tensor == expected).all()
+    info = out["reward_extra_info"]
+    # union of keys: samples without a key get None instead of raising KeyError
+    assert info == {
+        "score": [1.0, -1.0, 0.25, 1.0],
+        "acc": [True, False, None, None],
+        "pred": ["7", None, None, None],
+    }
+
+
+def test_reward_kwargs_width_default_and_zero_length() -> None:
+    manager = NaiveRewardManager(compute_score, reward_kwargs={"bonus": 0.5})
+    tensor = manager(batch(valid_response_lengths=[2, 0, 1, 1], response_length=None))
+    assert tensor.shape == (4, 2)
+    assert tensor[0, 1] == 1.5 and tensor[1].sum() == 0.0  # an empty response carries no reward
+
+
+def test_mapping_input_in_verl_field_names_and_tokenizer_decoding() -> None:
+    class Tok:
+        eos_token = "</s>"
+
+        def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+            return "".join(chr(i) for i in ids)
+
+    data = {
+        "data_source": ["a", "a"],
+        "reward_model": [{"ground_truth": "7"}, {"ground_truth": "7"}],
+        "response_ids": [[ord("7"), 0, 0], [ord("1"), ord("7"), 0]],
+        "valid_response_lengths": [1, 2],
+    }
+    tensor = NaiveRewardManager(compute_score, tokenizer=Tok())(data)
+    assert tensor[0, 0] == 1.0 and tensor[1, 1] == -1.0
+    with pytest.raises(KeyError, match="unknown reward batch keys"):
+        NaiveRewardManager(compute_score)({**data, "bogus": 1})
+
+
+def test_batch_manager_calls_once_with_lists() -> None:
+    calls: list[tuple] = []
+
+    def batch_score(data_sources, solution_strs, ground_truths, extra_infos, **kw):
+        calls.append((list(data_sources), list(solution_strs)))
+        return [
+            {"score": float(s == g), "len": len(s)} if i % 2 else 0.5
+            for i, (s, g) in enumerate(zip(solution_strs, ground_truths))
+        ]
+
+    out = BatchRewardManager(batch_score)(batch(), return_dict=True)
+    assert len(calls) == 1 and calls[0][1] == ["7", "8", "tuple", "int"]
+    assert out["reward_tensor"][:, :].sum() == pytest.approx(0.5 + 0.0 + 0.5 + 0.0)
+    assert out["reward_extra_info"]["len"] == [None, 1, None, 3]
+
+    def short(*args, **kw):
+        return [1.0]
+
+    with pytest.raises(ValueError, match="1 results for 4 samples"):
+        BatchRewardManager(short)(batch())
+
+
+def test_dapo_strips_eos_and_penalises_overlong() -> None:
+    seen: list[str] = []
+
+    def score(ds, solution_str, gt, extra_info=None, **kw):
+        seen.append(solution_str)
+        return {"score": 1.0 if solution_str == gt else -1.0}
+
+    manager = DapoRewardManager(
+        score,
+        eos_token="<eos>",
+        max_resp_len=20,
+        overlong_buffer_len=8,
+        overlong_penalty_factor=1.0,
+        log_overlong=True,
+    )
+    b = RewardBatch(
+        data_sources=["m", "m", "m"],
+        responses=["42<eos>", "42", "41<eos>"],
+        ground_truths=["42", "42", "42"],
+        valid_response_lengths=[10, 16, 20],
+        response_length=20,
+    )
+    out = manager(b, return_dict=True)
+    assert seen == ["42", "42", "41"]
+    # expected length 20 - 8 = 12: lengths 16 and 20 exceed it by 4 and 8
+    assert out["reward_tensor"][0, 9] == 1.0
+    assert out["reward_tensor"][1, 15] == pytest.approx(1.0 - 4 / 8)
+    assert out["reward_tensor"][2, 19] == pytest.approx(-1.0 - 1.0)
+    assert out["reward_extra_info"]["overlong"] == [False, True, True]
+    assert out["reward_extra_info"]["overlong_reward"] == pytest.approx([0.0, -0.5, -1.0])
+    with pytest.raises(ValueError, match="needs max_resp_len"):
+        DapoRewardManager(score, overlong_buffer_len=4)
+
+
+def test_judger_config_inside_isolates_failures() -> None:
+    config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
+    manager = NaiveRewardManager(config)
+    b = batch(responses=["7", "8", "x", None])
+    out = manager(b, return_dict=True)
+    assert out["reward_tensor"][0, 2] == 1.0 and out["reward_tensor"][1, 0] == 0.0
+    assert out["reward_extra_info"]["judge_failure"] == [None, None, None, None]
+    assert out["reward_extra_info"]["pred"][:3] == ["7", "8", "x"]
+
+    def boom(response, label, extra_info):
+        if response == "8":
+            raise RuntimeError("scorer crashed")
+        return {"score": 1.0}
+
+    out = NaiveRewardManager(JudgerConfig(judger_name="boom", reward_handler=boom).build())(
+        batch(), return_dict=True
+    )
+    assert out["reward_extra_info"]["judge_failure"] == [None, "error", None, None]
+    assert out["reward_tensor"][1].sum() == 0.0 and out["reward_tensor"][0, 2] == 1.0
+
+
+async def test_usable_from_inside_a_running_event_loop() -> None:
+    config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
+    tensor = NaiveRewardManager(config)(batch())
+    await asyncio.sleep(0)
+    assert tensor[0, 2] == 1.0
+
+
+def test_torch_only_when_asked_and_installed() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="needs torch"):
+            NaiveRewardManager(compute_score, tensor="torch")
+    else:
+        assert type(NaiveRewardManager(compute_score, tensor="torch")(batch())).__name__ == "Tensor"
+    with pytest.raises(ValueError):
+        NaiveRewardManager(compute_score, tensor="jax")
+
+
+def test_examine_prints_per_data_source() -> None:
+    lines: list[str] = []
+    NaiveRewardManager(compute_score, num_examine=1, printer=lines.append)(
+        batch(prompts=["p0", "p1", "p2", "p3"])
+    )
+    assert lines == [
+        "[prompt] p0",
+        "[response] 7",
+        "[ground_truth] 7",
+        "[score] 1.0",
+        "[prompt] p2",
+        "[response] tuple",
+        "[ground_truth] x",
+        "[score] 0.25",
+    ]

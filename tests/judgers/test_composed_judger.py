@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from judger import (
+    BaseJudger,
+    ComposedJudger,
+    ComposedJudgerConfig,
+    Judger,
+    JudgerConfig,
+    JudgerPayloadBatch,
+    NativeJudger,
+    RolloutState,
+    Status,
+    weighted_sum,
+)
+
+
+def correctness(response: str, label: Any, extra_info: dict) -> dict:
+    return {"score": float(response.strip() == str(label)), "acc": response.strip() == str(label)}
+
+
+def fmt(response: str, label: Any, extra_info: dict) -> dict:
+    return {"score": 1.0 if response.strip().isdigit() else 0.0}
+
+
+def length(response: str, label: Any, extra_info: dict) -> dict:
+    return {"score": float(len(response))}
+
+
+def cfg(name: str, fn: Any, **kw: Any) -> JudgerConfig:
+    return JudgerConfig(judger_name=name, reward_handler=fn, **kw)
+
+
+def state(response: str, data_source: Any, label: str = "7") -> RolloutState:
+    s = RolloutState(response=response, reward_model={"ground_truth": label})
+    s.data_source = data_source  # assignment is not validated, so bad routes reach the judger
+    return s
+
+
+def composed(merge_fn: Any = weighted_sum, **kw: Any) -> ComposedJudger:
+    return ComposedJudgerConfig(
+        branches={"correctness": cfg("correctness", correctness), "format": cfg("format", fmt)},
+        merge_fn=merge_fn,
+        **kw,
+    ).build()
+
+
+async def test_str_data_source_runs_one_branch_and_uses_its_reward() -> None:
+    judger = composed()
+    assert (await judger.judge(state("7", "correctness"))).reward == {"score": 1.0, "acc": True}
+    assert (await judger.judge(state("x", "format"))).reward == {"score": 0.0}
+
+
+async def test_dict_data_source_runs_several_and_weighted_sum_uses_the_weights() -> None:
+    s = await composed().judge(state("7", {"correctness": 0.9, "format": 0.1}))
+    assert s.reward == {"score": pytest.approx(1.0), "correctness": 1.0, "format": 1.0}
+    s = await composed().judge(state("x7", {"correctness": 0.9, "format": 0.1}))
+    assert s.reward == {"score": 0.0, "correctness": 0.0, "format": 0.0}
+    s = await composed().judge(state("8", {"correctness": 0.9, "format": 0.1}))
+    assert s.reward["score"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("data_source", "exc", "text"),
+    [
+        (None, "ValueError", "data_source is None"),
+        ({}, "ValueError", "empty dict"),
+        ("nope", "KeyError", "'nope' is not a branch"),
+        ({"correctness": 1, "nope": 1}, "KeyError", "'nope' is not a branch"),
+        ({1: 1.0}, "TypeError", "keys must be branch names"),
+        (42, "TypeError", "must be a str or a dict"),
+        (["correctness"], "TypeError", "must be a str or a dict"),
+    ],
+)
+async def test_routing_errors(data_source: Any, exc: str, text: str) -> None:
+    s = await composed().judge(state("7", data_source))
+    assert s.status is Status.FAILED and s.error_msg.startswith(exc) and text in s.error_msg
+    errors = {"ValueError": ValueError, "KeyError": KeyError, "TypeError": TypeError}
+    with pytest.raises(errors[exc], match=text):
+        await composed(on_error="raise").judge(state("7", data_source))
+
+
+async def test_several_branches_without_merge_fn_is_a_value_error() -> None:
+    judger = composed(merge_fn=None, on_error="raise")
+    assert (await judger.judge(state("7", "format"))).reward == {"score": 1.0}
+    with pytest.raises(ValueError, match="no merge_fn"):
+        await judger.judge(state("7", {"correctness": 1, "format": 1}))
+
+
+async def test_mixed_batch_routes_each_sample_and_keeps_order() -> None:
+    routes = ["correctness", "format", {"correctness": 0.5, "format": 0.5}, None, "format", "correctness"]
+    states = [state(r, ds) for r, ds in zip(["7", "x", "7", "7", "3", "6"], routes)]
+    out = await composed().batch_judge(states)
+    assert all(a is b for a, b in zip(out, states))
+    assert out[0].reward == {"score": 1.0, "acc": True}
+    assert out[1].reward == {"score": 0.0}
+    assert out[2].reward == {"score": 1.0, "correctness": 1.0, "format": 1.0}
+    assert out[3].status is Status.FAILED and out[3].reward is None
+    assert out[4].reward == {"score": 1.0}
+    assert out[5].reward == {"score": 0.0, "acc": False}
+
+
+class CountingBatch(Judger):
+    def __init__(self) -> None:
+        super().__init__("counting")
+        self.batches: list[int] = []
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> Any:
+        if isinstance(payload, list):
+            self.batches.append(len(payload))
+            return [{"score": 1.0} for _ in payload]
+        self.batches.append(1)
+        return {"score": 1.0}
+
+
+async def test_each_branch_gets_one_batched_call() -> None:
+    a, b = CountingBatch(), CountingBatch()
+    judger = ComposedJudger({"a": a, "b": b}, merge_fn=weighted_sum)
+    states = [state("1", "a"), state("1", "b"), state("1", {"a": 1, "b": 1}), state("1", "a")]
+    await judger.batch_judge(states)
+    assert a.batches == [3] and b.batches == [2]
+
+
+async def test_a_failing_branch_fails_only_its_samples() -> None:
+    def boom(response: str, label: Any, extra_info: dict) -> dict:
+        if response == "boom":
+            raise RuntimeError("branch exploded")
+        return {"score": 1.0}
+
+    judger = ComposedJudger(
+        {"ok": NativeJudger("ok", correctness), "boom": NativeJudger("boom", boom)}, weighted_sum
+    )
+    out = await judger.batch_judge([state("boom", {"ok": 1, "boom": 1}), state("7", {"ok": 1, "boom": 1})])
+    assert out[0].status is Status.FAILED and "branch exploded" in out[0].error_msg
+    assert out[0].extra_fields["judge_failure"]["judger"] == "boom"
+    assert out[1].reward == {"score": 2.0, "ok": 1.0, "boom": 1.0}
+
+
+async def test_async_merge_fn_and_its_result_is_validated() -> None:
+    async def merge(original: RolloutState, judged: dict) -> RolloutState:
+        await asyncio.sleep(0)
+        original.reward = {"score": judged["correctness"]["score"] * 10, "parts": sorted(judged)}
+        return original
+
+    s = await composed(merge_fn=merge).judge(state("7", {"correctness": 1, "format": 1}))
+    assert s.reward == {"score": 10.0, "parts": ["correctness", "format"]}
+
+    def bad_merge(original: RolloutState, judged: dict) -> Any:
+        return {"score": 1.0}
+
+    s = await composed(merge_fn=bad_merge).judge(state("7", {"correctness": 1, "format": 1}))
+    assert s.status is Status.FAILED and "merge_fn returned dict" in s.error_msg
+
+
+async def test_seed_style_merge_fn_with_weight_fn() -> None:
+    def weight_fn(name: str) -> float:
+        return {"correctness": 0.9, "format": 0.1}[name]
+
+    def merge_rewards(original: RolloutState, judged: dict) -> RolloutState:
+        scores = {name: out["score"] for name, out in judged.items()}
+        original.reward = {"score": sum(weight_fn(n) * v for n, v in scores.items()), **scores}
+        return original
+
+    s = await composed(merge_fn=merge_rewards).batch_judge([state("8", {"correctness": 1, "format": 1})])
+    assert s[0].reward == {"score": pytest.approx(0.1), "correctness": 0.0, "format": 1.0}
+
+
+async def test_merge_fn_by_import_string() -> None:
+    judger = composed(merge_fn="judger.judgers.composed:weighted_sum")
+    assert judger.merge_fn is weighted_sum
+
+
+async def test_nested_composed_configs() -> None:
+    inner = ComposedJudgerConfig(
+        branches={"correctness": cfg("correctness", correctness), "format": cfg("format", fmt)},
+        merge_fn=weighted_sum,
+        judger_name="math",
+    )
+    outer = ComposedJudgerConfig(
+        branches={"math": inner, "length": cfg("length", length)}, merge_fn=weighted_sum
+    ).build()
+    # the inner composition is selected by its name and runs all its branches
+    s = await outer.judge(state("7", "math"))
+    assert s.reward == {"score": 2.0, "correctness": 1.0, "format": 1.0}
+    # selected together with a sibling: merge_fn sees the inner's merged reward
+    s = await outer.judge(state("7", {"math": 0.5, "length": 2.0}))
+    assert s.reward == {"score": pytest.approx(0.5 * 2.0 + 2.0 * 1.0), "math": 2.0, "length": 1.0}
+    out = await outer.batch_judge([state("77", "length"), state("7", "math")])
+    assert out[0].reward == {"score": 2.0} and out[1].reward["score"] == 2.0
+
+
+class OnlyBase(BaseJudger):
+    async def judge(self, rollout_state: RolloutState) -> RolloutState:
+        return rollout_state
+
+
+def test_base_judger_only_branch_is_a_type_error_at_build() -> None:
+    with pytest.raises(TypeError, match="only subclasses BaseJudger"):
+        ComposedJudger({"a": OnlyBase()})
+    with pytest.raises(TypeError, match="only subclasses BaseJudger"):
+        ComposedJudgerConfig(branches={"a": OnlyBase()})
+    with pytest.raises(TypeError, match="must be a Judger"):
+        ComposedJudger({"a": object()})  # type: ignore[dict-item]
+
+
+def test_empty_branches_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="at least one branch"):
+        ComposedJudger({})
+    with pytest.raises(ValueError, match="branches is empty"):
+        ComposedJudgerConfig(branches={})
+
+
+def test_weighted_sum_rejects_bad_weights_and_missing_scores() -> None:
+    s = RolloutState(data_source={"a": "heavy"})
+    with pytest.raises(TypeError, match="weight of branch 'a'"):
+        weighted_sum(s, {"a": {"score": 1.0}})
+    with pytest.raises(KeyError, match="no 'score'"):
+        weighted_sum(RolloutState(data_source={"a": 1}), {"a": {"acc": True}})

@@ -1,0 +1,97 @@
+"""Actors that die or hang: Ray restarts them, payloads are retried elsewhere, nothing is lost."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judger import JudgerPool, RemoteJudger, Status
+from judger.testing.ray import FaultyJudgerConfig, id_states
+
+pytestmark = pytest.mark.ray
+
+
+def faulty_pool(tmp_path: Path, n_workers: int, **fields: Any) -> tuple[JudgerPool, FaultyJudgerConfig]:
+    options = {k: fields.pop(k) for k in ("max_retries", "call_timeout", "max_in_flight") if k in fields}
+    cfg = FaultyJudgerConfig(flag_dir=str(tmp_path), **fields)
+    replicas = [
+        RemoteJudger(cfg, num_cpus=0.1, memory=64 * 1024**2, replica_name=f"faulty[{i}]")
+        for i in range(n_workers)
+    ]
+    return JudgerPool(replicas, **options), cfg
+
+
+async def test_actor_killed_mid_batch_every_sample_scored_once(tmp_path: Path, ray_cluster: Any) -> None:
+    pool, _ = faulty_pool(tmp_path, 2, fault="kill", fault_ids=[613], once=True, delay=0.001)
+    try:
+        states = id_states(1000)
+        out = await pool.batch_judge(states)
+        assert (tmp_path / "faulted-613").exists(), "the fault was never triggered"
+        assert [s.status for s in out].count(Status.FAILED) == 0
+        assert [s.reward["score"] for s in out] == [float(i) for i in range(1000)]
+        assert len({id(s) for s in out}) == 1000
+        stats = pool.worker_stats()
+        assert sum(s["lost_calls"] for s in stats.values()) >= 1
+        assert sum(s["completed"] for s in stats.values()) >= 1000
+        # Ray restarted the killed actor: both replicas answer again, from new processes or old
+        pids = {s.reward["pid"] for s in out}
+        after = await pool.batch_judge(id_states(40))
+        assert all(s.status != Status.FAILED for s in after)
+        assert len(pids) >= 2
+        assert pool.get_worker_status() == {"faulty[0]": 0, "faulty[1]": 0}
+    finally:
+        await pool.aclose()
+
+
+async def test_hung_actor_hits_the_deadline_and_the_batch_completes(tmp_path: Path, ray_cluster: Any) -> None:
+    # sample 7 blocks its actor's event loop the first time: only the driver's deadline can end it
+    pool, _ = faulty_pool(tmp_path, 2, fault="hang", fault_ids=[7], once=True, call_timeout=2.0)
+    try:
+        started = time.monotonic()
+        out = await pool.batch_judge(id_states(40))
+        assert (tmp_path / "faulted-7").exists(), "the fault was never triggered"
+        assert [s.status for s in out].count(Status.FAILED) == 0
+        assert [s.reward["score"] for s in out] == [float(i) for i in range(40)]
+        stats = pool.worker_stats().values()
+        assert sum(s["hung_calls"] for s in stats) >= 1 and sum(s["kills"] for s in stats) >= 1
+        assert 2.0 <= time.monotonic() - started < 30
+    finally:
+        await pool.aclose()
+
+
+@pytest.mark.slow
+async def test_always_hanging_payload_fails_as_timeout_alone(tmp_path: Path, ray_cluster: Any) -> None:
+    # one replica, so every payload shares the actor with the hanging one until its last attempt,
+    # which runs alone: only sample 23 fails
+    pool, _ = faulty_pool(
+        tmp_path, 1, fault="hang", fault_ids=[23], once=False, call_timeout=2.0, max_retries=1
+    )
+    try:
+        out = await pool.batch_judge(id_states(30))
+        failed = [i for i, s in enumerate(out) if s.status == Status.FAILED]
+        assert failed == [23]
+        assert out[23].extra_fields["judge_failure"] == {"judger": "faulty", "kind": "timeout"}
+        assert "did not finish within 2 s" in out[23].error_msg
+        assert all(s.reward["score"] == float(i) for i, s in enumerate(out) if i != 23)
+    finally:
+        await pool.aclose()
+
+
+@pytest.mark.slow
+async def test_poison_payload_fails_alone_after_bounded_retries(tmp_path: Path, ray_cluster: Any) -> None:
+    pool, _ = faulty_pool(tmp_path, 2, fault="kill", fault_ids=[3], once=False, max_retries=2)
+    try:
+        out = await pool.batch_judge(id_states(24))
+        failed = [i for i, s in enumerate(out) if s.status == Status.FAILED]
+        assert failed == [3]
+        assert out[3].error_msg.startswith("ReplicaLostError: judger 'faulty': the Ray actor running this")
+        assert "3 attempt(s)" in out[3].error_msg
+        assert all(s.reward["score"] == float(i) for i, s in enumerate(out) if i != 3)
+        # the single-sample path applies the same budget and reports the same way
+        lone = await pool.judge(id_states(4)[3])
+        assert lone.status == Status.FAILED and lone.error_msg.startswith("ReplicaLostError")
+    finally:
+        await pool.aclose()

@@ -1,0 +1,226 @@
+"""`judger.server.app`: every endpoint, its guards and its metrics, over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from judger import CompassVerifierV2Config, JudgerConfig, NativeJudger, RolloutState, Status
+from judger.server.app import create_app
+from judger.testing import serve_asgi
+from judger.testing.fake_openai import FakeOpenAI
+
+GATE = threading.Event()
+
+
+def exact(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    if response == "EXPLODE":
+        raise ValueError("cannot score EXPLODE")
+    acc = (response or "").strip() == str(label)
+    return {"score": 1.0 if acc else 0.0, "acc": acc, "tag": extra_info.get("tag")}
+
+
+async def gated_or_slow(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    if response == "WAIT":
+        while not GATE.is_set():
+            await asyncio.sleep(0.01)
+    if response == "HANG":
+        await asyncio.sleep(30)
+    return {"score": 1.0 if response == str(label) else 0.0}
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    app = create_app(JudgerConfig(judger_name="exact", reward_handler=exact), max_body_bytes=4096)
+    with serve_asgi(app, timeout_graceful_shutdown=2) as srv:
+        yield srv.url
+
+
+def _metric(text: str, line_prefix: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no metric line {line_prefix!r} in:\n{text}")
+
+
+async def test_native_judger_url_handler_against_server(server: str) -> None:
+    states = [
+        RolloutState(
+            response=str(i % 3), reward_model={"ground_truth": "1"}, extra_fields={"extra_info": {"tag": i}}
+        )
+        for i in range(60)
+    ]
+    async with NativeJudger(reward_handler=server + "/reward", extra_info={"tag": "static"}) as judger:
+        judged = await judger.batch_judge(states)
+    assert [s.reward for s in judged] == [
+        {"score": float(i % 3 == 1), "acc": i % 3 == 1, "tag": i} for i in range(60)
+    ]
+
+
+def test_reward_endpoint_and_failures(server: str) -> None:
+    reply = httpx.post(server + "/reward", json={"response": "4", "label": 4, "extra_info": {"tag": "x"}})
+    assert reply.status_code == 200 and reply.json() == {"score": 1.0, "acc": True, "tag": "x"}
+    failed = httpx.post(server + "/reward", json={"response": "EXPLODE", "label": "1"})
+    assert failed.status_code == 500
+    body = failed.json()
+    assert body["judge_failure"] == {"judger": "exact", "kind": "error", "message": body["detail"]}
+    assert "cannot score EXPLODE" in body["detail"]
+
+
+def test_reward_timeout_is_504() -> None:
+    app = create_app(JudgerConfig(judger_name="slow", reward_handler=gated_or_slow, timeout=0.2))
+    with serve_asgi(app) as srv:
+        reply = httpx.post(srv.url + "/reward", json={"response": "HANG", "label": "1"})
+    assert reply.status_code == 504 and reply.json()["judge_failure"]["kind"] == "timeout"
+
+
+def test_judge_endpoint_single_and_list(server: str) -> None:
+    one = httpx.post(server + "/judge", json={"response": "2", "reward_model": {"ground_truth": "2"}}).json()
+    assert one["reward"] == {"score": 1.0, "acc": True, "tag": None}
+    many = httpx.post(
+        server + "/judge",
+        json=[
+            {"response": "2", "reward_model": {"ground_truth": "3"}, "rollout_id": 7},
+            {"response": "EXPLODE", "reward_model": {"ground_truth": "3"}, "status": "completed"},
+        ],
+    )
+    assert many.status_code == 200
+    ok, failed = many.json()
+    assert ok["rollout_id"] == 7 and ok["reward"]["score"] == 0.0
+    assert failed["status"] == Status.FAILED.value and failed["reward"] is None
+    assert "cannot score EXPLODE" in failed["error_msg"]
+    assert failed["extra_fields"]["judge_failure"] == {"judger": "exact", "kind": "error"}
+
+
+def test_get_reward_openrlhf_protocol(server: str) -> None:
+    body = {
+        "query": ["Q1 4", "Q2 5", "Q3 EXPLODE"],
+        "prompts": ["Q1 ", "Q2 ", "Q3 "],
+        "labels": ["4", "6", "1"],
+    }
+    reply = httpx.post(server + "/get_reward", json=body).json()
+    assert reply == {
+        "rewards": [1.0, 0.0, None],
+        "scores": [1.0, 0.0, None],
+        "extra_logs": {"acc": [1.0, 0.0, None]},
+    }
+
+
+def test_bad_requests_name_the_field(server: str) -> None:
+    malformed = httpx.post(
+        server + "/reward", content=b'{"response": ', headers={"content-type": "application/json"}
+    )
+    assert malformed.status_code == 400 and "JSON" in malformed.json()["message"]
+    missing = httpx.post(server + "/reward", json={"label": "1"})
+    assert missing.status_code == 422 and "response: Field required" in missing.json()["message"]
+    typo = httpx.post(server + "/reward", json={"response": "1", "lable": "1"})
+    assert typo.status_code == 422 and "lable" in typo.json()["message"]
+    wrong_type = httpx.post(server + "/reward", json={"response": "1", "extra_info": [1]})
+    assert wrong_type.status_code == 422 and "extra_info" in wrong_type.json()["message"]
+    rollout_typo = httpx.post(server + "/judge", json={"respnse": "1"})
+    assert rollout_typo.status_code == 422 and "did you mean 'response'" in rollout_typo.json()["message"]
+    lengths = httpx.post(server + "/get_reward", json={"query": ["a", "b"], "labels": ["1"]})
+    assert lengths.status_code == 422 and "labels has 1 items" in lengths.json()["message"]
+
+
+def test_oversize_bodies_get_413(server: str) -> None:
+    big = {"response": "x" * 5000, "label": "1"}
+    assert httpx.post(server + "/reward", json=big).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies while reading
+        yield b'{"response": "'
+        for _ in range(10):
+            yield b"y" * 1000
+        yield b'", "label": "1"}'
+
+    reply = httpx.post(server + "/reward", content=chunks(), headers={"content-type": "application/json"})
+    assert reply.status_code == 413 and "too large" in reply.json()["detail"]
+    assert httpx.post(server + "/reward", json={"response": "1", "label": "1"}).status_code == 200
+    metrics = httpx.get(server + "/metrics").text
+    assert _metric(metrics, 'judger_http_rejected_total{reason="too_large"}') == 2
+
+
+def test_bearer_token() -> None:
+    app = create_app(JudgerConfig(judger_name="exact", reward_handler=exact), token="s3cret")
+    body = {"response": "1", "label": "1"}
+    with serve_asgi(app) as srv:
+        assert httpx.post(srv.url + "/reward", json=body).status_code == 401
+        wrong = httpx.post(srv.url + "/reward", json=body, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+        right = httpx.post(srv.url + "/reward", json=body, headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 200
+        assert httpx.get(srv.url + "/metrics").status_code == 401
+        assert httpx.get(srv.url + "/health").status_code == 200  # probes need no token
+
+
+async def test_overload_answers_503_with_retry_after() -> None:
+    GATE.clear()
+    app = create_app(JudgerConfig(judger_name="gated", reward_handler=gated_or_slow), max_concurrency=2)
+    with serve_asgi(app) as srv:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=10) as client:
+            held = [
+                asyncio.create_task(client.post("/reward", json={"response": "WAIT", "label": "x"}))
+                for _ in "ab"
+            ]
+            for _ in range(500):
+                if (await client.get("/health")).json()["in_flight"] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            refused = await client.post("/reward", json={"response": "1", "label": "1"})
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            GATE.set()
+            assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200]
+            after = await client.post("/reward", json={"response": "1", "label": "1"})
+            assert after.status_code == 200
+            metrics = (await client.get("/metrics")).text
+    assert _metric(metrics, 'judger_http_rejected_total{reason="overload"}') == 1
+    assert _metric(metrics, 'judger_http_requests_total{endpoint="/reward",code="503"}') == 1
+
+
+def test_metrics_count_samples_and_latency(server: str) -> None:
+    for response in ("1", "2", "EXPLODE"):
+        httpx.post(server + "/reward", json={"response": response, "label": "1"})
+    httpx.post(server + "/judge", json=[{"response": "1"}, {"response": "EXPLODE"}])
+    reply = httpx.get(server + "/metrics")
+    assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = reply.text
+    assert _metric(text, 'judger_samples_total{judger="exact",outcome="ok"}') == 3
+    assert _metric(text, 'judger_samples_total{judger="exact",outcome="error"}') == 2
+    assert _metric(text, 'judger_http_requests_total{endpoint="/reward",code="500"}') == 1
+    assert _metric(text, 'judger_http_request_duration_seconds_count{endpoint="/reward"}') == 3
+    assert _metric(text, 'judger_http_request_duration_seconds_bucket{endpoint="/reward",le="+Inf"}') == 3
+    assert "# TYPE judger_http_request_duration_seconds histogram" in text
+
+
+def test_openapi_describes_the_endpoints(server: str) -> None:
+    spec = httpx.get(server + "/openapi.json").json()
+    assert {"/reward", "/judge", "/get_reward", "/health", "/metrics"} <= set(spec["paths"])
+    schemas = spec["components"]["schemas"]
+    assert set(schemas["RewardRequest"]["properties"]) == {"response", "label", "extra_info", "data_source"}
+    assert "response" in schemas["RewardRequest"]["required"]
+    assert set(schemas["GetRewardRequest"]["properties"]) == {"query", "prompts", "labels"}
+    assert "413" in spec["paths"]["/reward"]["post"]["responses"]
+    assert httpx.get(server + "/docs").status_code == 200
+
+
+def test_serving_an_llm_verifier(fake_grader: tuple[FakeOpenAI, str], make_state: Callable[..., Any]) -> None:
+    fake, url = fake_grader
+    app = create_app(CompassVerifierV2Config(hosts=[url]))
+    with serve_asgi(app) as srv:
+        extra = {"question": "How many legs has a cat?"}
+        right = httpx.post(
+            srv.url + "/reward", json={"response": "\\boxed{4}", "label": "4", "extra_info": extra}
+        )
+        wrong = httpx.post(
+            srv.url + "/reward", json={"response": "\\boxed{3}", "label": "4", "extra_info": extra}
+        )
+        assert right.json()["verdict"] == "correct" and wrong.json()["verdict"] == "incorrect"
+        metrics = httpx.get(srv.url + "/metrics").text
+    assert "How many legs has a cat?" in fake.requests[0]["messages"][-1]["content"]
+    assert _metric(metrics, 'judger_verdicts_total{judger="compass_verifier_v2",verdict="correct"}') == 1
+    assert _metric(metrics, 'judger_verdicts_total{judger="compass_verifier_v2",verdict="incorrect"}') == 1
