@@ -248,9 +248,18 @@ async def test_async_context_manager_closes() -> None:
         assert (await judger.judge(state("1"))).reward == {"score": 1.0}
         assert closed == []
     assert closed == [judger.judger_name]
-    with Closing() as sync_judger:
-        pass
-    assert closed == [judger.judger_name, sync_judger.judger_name]
+
+
+def test_sync_context_manager_closes() -> None:
+    closed: list[bool] = []
+
+    class Closing(ListJudger):
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    with Closing():
+        assert closed == []
+    assert closed == [True]
 
 
 def test_failures_round_trip_through_pickle_and_exceptions() -> None:
