@@ -7,6 +7,7 @@ it); subclasses override ``build_local()`` for their own Judger. ``ComposedJudge
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -170,6 +171,26 @@ def build_judger(cfg: JudgerConfig | ComposedJudgerConfig) -> Judger:
         )
     if cfg.cpu_resources is None:
         return cfg.build_local()
-    from judger.remote.build import build_remote
+    return remote_builder()(cfg)
 
-    return build_remote(cfg)
+
+RemoteBuilder = Callable[[JudgerConfig], Judger]
+
+# Ray sits in a higher layer than the configs: it registers its builder when its module loads, so
+# this module never imports Ray code. ``remote_builder`` loads that module by name on first use.
+_REMOTE_BUILDER_MODULE = "judger.remote.build"
+_remote_builders: list[RemoteBuilder] = []
+
+
+def register_remote_builder(builder: RemoteBuilder) -> RemoteBuilder:
+    """Make ``builder`` the one ``build_judger`` uses for configs with ``cpu_resources``."""
+    _remote_builders[:] = [builder]
+    return builder
+
+
+def remote_builder() -> RemoteBuilder:
+    if not _remote_builders:
+        importlib.import_module(_REMOTE_BUILDER_MODULE)
+    if not _remote_builders:
+        raise RuntimeError(f"{_REMOTE_BUILDER_MODULE} registered no builder for cpu_resources")
+    return _remote_builders[0]

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from judger.core.judger import Judger
-    from judger.judgers.config import JudgerConfig
+from judger.core.judger import Judger
+from judger.judgers.config import JudgerConfig, register_remote_builder
 
 READY_TIMEOUT_S = 120.0
 
 
+@register_remote_builder
 def build_remote(cfg: JudgerConfig) -> Judger:
     """A RemoteJudger (one worker) or a JudgerPool (several), registered with the resource manager.
 
