@@ -17,10 +17,8 @@ from typing import Any
 from judger import (
     JudgerConfig,
     RolloutState,
-    SingleTurnAgentLoop,
-    SingleTurnAgentLoopConfig,
-    prepare_train_data,
 )
+from judger.trainer import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, prepare_train_data
 
 rng = random.Random(0)
 

@@ -1,9 +1,20 @@
 """judger: score LLM rollouts for RL post-training.
 
-``RolloutState`` in, ``state.reward`` (a dict with a numeric ``score``) out.
+``RolloutState`` in, ``state.reward`` (a dict with a numeric ``score``) out. This module holds the
+public API, pinned by ``tests/test_public_api.py``; everything else lives in subpackages:
+
+- ``judger.presets`` built-in judger configs, ``judger.verifiers`` LLM verifiers,
+- ``judger.remote`` judgers on Ray, ``judger.runtime`` worker processes, the code sandbox, HTTP,
+- ``judger.compat.verl`` verl's reward functions and managers, ``judger.trainer`` the trainer side,
+- ``judger.server`` the HTTP reward service, ``judger.cli`` the ``judger`` command.
 """
 
-from judger.core.errors import HandlerHTTPError, JudgerError, JudgerOutputError, JudgeTimeoutError
+from __future__ import annotations
+
+import importlib
+import warnings
+
+from judger.core.errors import JudgerError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     BaseJudger,
@@ -12,7 +23,6 @@ from judger.core.judger import (
     JudgerOutputBatch,
     JudgerPayload,
     JudgerPayloadBatch,
-    gather_bounded,
 )
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.composed import ComposedJudger, weighted_sum
@@ -22,17 +32,13 @@ from judger.judgers.native import NativeJudger
 
 __version__ = "0.1.0"
 
-# Heavier parts (Ray, FastAPI, Math-Verify, pyarrow) load on first use, so ``import judger`` stays
-# fast and works with only the core dependencies installed.
+# Public names whose modules are heavier (Ray, Math-Verify, FastAPI) load on first use, so
+# ``import judger`` stays fast and works with only the core dependencies installed.
 _LAZY: dict[str, str] = {
-    # Ray execution
-    "RemoteJudger": "judger.remote.remote_judger",
-    "JudgerActor": "judger.remote.actor",
-    "JudgerPool": "judger.remote.pool",
-    "CPUResourceManager": "judger.remote.resources",
-    # hang-proof process execution
-    "ProcessPool": "judger.runtime.procpool.pool",
-    # built-in judgers
+    "RemoteJudger": "judger.remote",
+    "JudgerActor": "judger.remote",
+    "JudgerPool": "judger.remote",
+    "CPUResourceManager": "judger.remote",
     "GSM8KJudgerConfig": "judger.presets",
     "MathJudgerConfig": "judger.presets",
     "MathVerifyJudgerConfig": "judger.presets",
@@ -40,15 +46,22 @@ _LAZY: dict[str, str] = {
     "GEO3KJudgerConfig": "judger.presets",
     "QAExactMatchJudgerConfig": "judger.presets",
     "CodeJudgerConfig": "judger.presets",
-    # LLM verifiers
     "CompassVerifierV2Config": "judger.verifiers",
+}
+
+# Names that were public here before the subpackages existed: still served, with a warning that
+# names their home, so code written against the first release keeps running.
+_MOVED: dict[str, str] = {
+    "gather_bounded": "judger.core.judger",
+    "JudgerOutputError": "judger.core.errors",
+    "HandlerHTTPError": "judger.core.errors",
+    "ProcessPool": "judger.runtime.procpool",
     "LLMJudgerConfig": "judger.verifiers",
     "CascadeJudgerConfig": "judger.verifiers",
-    # trainer side
-    "prepare_train_data": "judger.trainer.training",
-    "SingleTurnAgentLoop": "judger.trainer.agent_loop",
-    "SingleTurnAgentLoopConfig": "judger.trainer.agent_loop",
-    "run_judger": "judger.trainer.agent_loop",
+    "prepare_train_data": "judger.trainer",
+    "SingleTurnAgentLoop": "judger.trainer",
+    "SingleTurnAgentLoopConfig": "judger.trainer",
+    "run_judger": "judger.trainer",
     "NaiveRewardManager": "judger.compat.verl.reward_managers",
     "DapoRewardManager": "judger.compat.verl.reward_managers",
     "BatchRewardManager": "judger.compat.verl.reward_managers",
@@ -58,9 +71,11 @@ _LAZY: dict[str, str] = {
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'judger' has no attribute {name!r}")
-    import importlib
-
+        module = _MOVED.get(name)
+        if module is None:
+            raise AttributeError(f"module 'judger' has no attribute {name!r}")
+        warnings.warn(f"judger.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), name)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -75,7 +90,6 @@ __all__ = [
     "CPUResourcesConfig",
     "ComposedJudger",
     "ComposedJudgerConfig",
-    "HandlerHTTPError",
     "JudgeFailure",
     "JudgeTimeoutError",
     "Judger",
@@ -83,7 +97,6 @@ __all__ = [
     "JudgerError",
     "JudgerOutput",
     "JudgerOutputBatch",
-    "JudgerOutputError",
     "JudgerPayload",
     "JudgerPayloadBatch",
     "NativeJudger",
@@ -92,7 +105,6 @@ __all__ = [
     "__version__",
     "batch_handler",
     "build_judger",
-    "gather_bounded",
     "weighted_sum",
     *_LAZY,
 ]

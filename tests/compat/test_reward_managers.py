@@ -8,8 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from judger import BatchRewardManager, DapoRewardManager, JudgerConfig, NaiveRewardManager
-from judger.compat.verl.reward_managers import RewardBatch
+from judger import JudgerConfig
+from judger.compat.verl.reward_managers import (
+    BatchRewardManager,
+    DapoRewardManager,
+    NaiveRewardManager,
+    RewardBatch,
+)
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kw: Any):

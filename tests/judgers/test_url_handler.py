@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from judger import HandlerHTTPError, JudgerConfig, NativeJudger, RolloutState, Status
+from judger import JudgerConfig, NativeJudger, RolloutState, Status
+from judger.core.errors import HandlerHTTPError
 from judger.testing import serve_asgi
 from judger.testing.servers import free_port
 

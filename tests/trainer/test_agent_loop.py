@@ -10,13 +10,10 @@ import pytest
 from judger import (
     JudgerConfig,
     RolloutState,
-    SingleTurnAgentLoop,
-    SingleTurnAgentLoopConfig,
     Status,
-    prepare_train_data,
-    run_judger,
 )
 from judger.core.judger import Judger
+from judger.trainer import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, prepare_train_data, run_judger
 
 
 def prompt(gt: str = "4", gid: str = "g0") -> RolloutState:

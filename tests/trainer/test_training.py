@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from judger import RolloutState, Status, prepare_train_data
+from judger import RolloutState, Status
+from judger.trainer import prepare_train_data
 from judger.trainer.training import IGNORE_INDEX, grpo_advantages, rloo_advantages
 
 

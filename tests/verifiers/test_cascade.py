@@ -6,8 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from judger import CascadeJudgerConfig, CompassVerifierV2Config, JudgerConfig, RolloutState, Status
+from judger import CompassVerifierV2Config, JudgerConfig, RolloutState, Status
 from judger.testing.fake_openai import FakeOpenAI
+from judger.verifiers import CascadeJudgerConfig
 
 Fake = tuple[FakeOpenAI, str]
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from judger import CompassVerifierV2Config, LLMJudgerConfig, RolloutState, Status
+from judger import CompassVerifierV2Config, RolloutState, Status
 from judger.core.errors import JudgerError
 from judger.testing.fake_openai import FakeOpenAI
 from judger.testing.servers import free_port
-from judger.verifiers import ChatHostPool, normalize_host
+from judger.verifiers import ChatHostPool, LLMJudgerConfig, normalize_host
 
 Fake = tuple[FakeOpenAI, str]
 

@@ -1,1 +1,26 @@
-"""Judgers on Ray: RemoteJudger (one actor), JudgerPool (several), JudgerActor, CPU resources."""
+"""Judgers on Ray: RemoteJudger (one actor), JudgerPool (several), JudgerActor, CPU resources.
+
+Importing this package does not import Ray; each name loads its module on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_NAMES: dict[str, str] = {
+    "RemoteJudger": "judger.remote.remote_judger",
+    "JudgerPool": "judger.remote.pool",
+    "JudgerActor": "judger.remote.actor",
+    "CPUResourceManager": "judger.remote.resources",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> object:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'judger.remote' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
