@@ -13,16 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from judger.core.errors import ConfigError
 from judger.core.judger import BaseJudger
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig
 from judger.judgers.handlers import import_object
 
 Servable = BaseJudger | JudgerConfig | ComposedJudgerConfig
 _DEFAULT_NAMES = ("judger_config", "config", "judger")
-
-
-class ConfigError(ValueError):
-    """The judger to run could not be found or built; the message says what to change."""
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:

@@ -1,10 +1,39 @@
-"""Exceptions judger raises, each naming the judger (and the sample index) it concerns."""
+"""Every exception judger raises, in one tree. Each message names the judger, field or sample it
+concerns and, where there is one, the fix.
+
+    JudgerError
+     +-- ConfigError (ValueError)          a judger or config cannot be found or built
+     +-- InputError (ValueError)           an input file as a whole cannot be read
+     +-- JudgeTimeoutError (TimeoutError)  a judge call overran its deadline
+     +-- JudgerOutputError (TypeError)     a judger returned something that is not a reward dict
+     +-- HandlerHTTPError                  a URL reward handler gave up (URL and last status)
+     |    +-- HandlerHTTPTimeout (TimeoutError)
+     +-- VerdictParseError                 an LLM grader replied without a readable verdict
+     +-- RemoteError                       a worker's exception that could not cross as itself
+     +-- InputTooLargeError (ValueError)   a call too large for a worker process
+     +-- WorkerCrashedError (RuntimeError) a worker process died during a call
+     +-- PoolClosedError (RuntimeError)    the worker pool closed before the call finished
+     +-- ReplicaLostError                  a Ray actor died on every attempt the budget allowed
+
+Errors that are also a builtin type (ValueError, TypeError, TimeoutError) subclass it too, so
+``except ValueError`` around a config still works. A failed *sample* is not an exception: it is
+``status=FAILED`` with ``error_msg`` (see :mod:`judger.core.failure`); these reach the caller only
+with ``on_error="raise"`` or at build time.
+"""
 
 from __future__ import annotations
 
 
 class JudgerError(Exception):
     """Base class of judger's own errors."""
+
+
+class ConfigError(JudgerError, ValueError):
+    """A judger or config could not be found or built; the message says what to change."""
+
+
+class InputError(JudgerError, ValueError):
+    """The input as a whole cannot be read: missing file, unknown format, broken Parquet."""
 
 
 class JudgeTimeoutError(JudgerError, TimeoutError):
@@ -40,3 +69,7 @@ class HandlerHTTPError(JudgerError):
 
 class HandlerHTTPTimeout(HandlerHTTPError, TimeoutError):
     """A URL reward handler's request timed out (counted as a timeout, not an error)."""
+
+
+class VerdictParseError(JudgerError):
+    """The grader replied, but no verdict could be read from the reply (a judge failure)."""

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from judger.core.errors import InputError
 from judger.core.rollout import RolloutState, Status
 
 Layout = Literal["verl", "state"]
@@ -41,10 +42,6 @@ _VERL_COLUMNS = {
     "status",
 }
 _OUTPUT_COLUMNS = {"reward", "score", "error_msg", "judge_failure"}
-
-
-class InputError(Exception):
-    """The input as a whole cannot be read: missing file, unknown format, broken Parquet."""
 
 
 @dataclass(frozen=True, slots=True)

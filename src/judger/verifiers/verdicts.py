@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from judger.core.errors import JudgerError
+from judger.core.errors import VerdictParseError as VerdictParseError  # re-exported
 from judger.judgers.handlers import import_object
 
 VerdictParser = Callable[[str], "str | None"]
@@ -14,10 +14,6 @@ _BOXED = re.compile(r"\\boxed\{\s*([A-C])\s*\}")
 _BARE = re.compile(r"\s*[(*\[]*\s*([A-C])\s*[)*\].:]*\s*")
 _FINAL = re.compile(r"Final\s+Judg(?:e)?ment\s*:?\s*[*(\[\s]*([A-C])\b", re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-
-
-class VerdictParseError(JudgerError):
-    """The grader replied, but no verdict could be read from the reply (a judge failure)."""
 
 
 def parse_compass_verdict(reply: str) -> str | None:

@@ -15,6 +15,8 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+from judger.core.errors import JudgerError
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -22,7 +24,7 @@ READY = b"R"
 """The worker's first message: its preload imports are done, calls may come (deadlines start now)."""
 
 
-class RemoteError(Exception):
+class RemoteError(JudgerError):
     """An exception raised in a worker that could not be sent back as itself (not picklable)."""
 
 
