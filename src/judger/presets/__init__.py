@@ -1,26 +1,66 @@
-"""Built-in judger configs. Each module holds one family; names load on first use."""
+"""Built-in judger configs, one family per module, each over a pure scorer in ``judger.scorers``.
+
+There is no table to edit: a preset is any public ``*JudgerConfig`` class defined in a module of
+this package (``base`` and ``inline`` hold the machinery, not presets). Modules load on first use,
+so ``import judger.presets`` costs nothing until a preset is asked for.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import pkgutil
+from types import ModuleType
 
-_PRESETS: dict[str, str] = {
-    "GSM8KJudgerConfig": "judger.presets.gsm8k",
-    "QAExactMatchJudgerConfig": "judger.presets.qa",
-    "CodeJudgerConfig": "judger.presets.code",
-    "MathJudgerConfig": "judger.presets.math",
-    "MathVerifyJudgerConfig": "judger.presets.math_verify",
-    "DapoMathJudgerConfig": "judger.presets.dapo",
-    "GEO3KJudgerConfig": "judger.presets.geo3k",
-}
+_MACHINERY = frozenset({"base", "inline"})
+_found: dict[str, type] = {}
+_loaded: set[str] = set()
 
-__all__ = sorted(_PRESETS)
+
+def _preset_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _MACHINERY)
+
+
+def _load(module_name: str) -> ModuleType:
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    if module_name not in _loaded:
+        _loaded.add(module_name)
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and obj.__module__ == module.__name__ and _is_preset(name):
+                _found[name] = obj
+    return module
+
+
+def _is_preset(name: str) -> bool:
+    return name.endswith("JudgerConfig") and not name.startswith("_")
+
+
+def _likely_first(name: str, modules: list[str]) -> list[str]:
+    """``modules`` with the one whose name best prefixes the class name first (``gsm8k`` for
+    ``GSM8KJudgerConfig``, ``math_verify`` for ``MathVerifyJudgerConfig``): usually one import."""
+    stem = name.removesuffix("JudgerConfig").lower()
+    matches = [m for m in modules if stem.startswith(m.replace("_", ""))]
+    best = max(matches, key=len, default=None)
+    return [best, *(m for m in modules if m != best)] if best else modules
+
+
+def preset_names() -> list[str]:
+    """Every preset's class name (loads every preset module)."""
+    for module_name in _preset_modules():
+        _load(module_name)
+    return sorted(_found)
 
 
 def __getattr__(name: str) -> object:
-    module = _PRESETS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'judger.presets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if name == "__all__":
+        return preset_names()
+    if _is_preset(name):
+        for module_name in _likely_first(name, _preset_modules()):
+            if name in _found:
+                break
+            if module_name not in _loaded:
+                _load(module_name)
+        if name in _found:
+            globals()[name] = _found[name]
+            return _found[name]
+    raise AttributeError(f"module 'judger.presets' has no attribute {name!r}")
