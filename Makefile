@@ -1,12 +1,23 @@
 # Two commands do all the set-up on a fresh machine (both create and reuse .venv):
 #   make example   score the bundled example rollouts with `judger score`
-#   make test      run the whole test suite (what CI runs)
+#   make test      run the whole test suite (what CI runs), then the client tier
+#   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-fast lint bench clean
+.PHONY: example test test-fast test-clients lint bench clean
+
+# The client tier runs judger inside the trainers' own packages, which pin versions judger must
+# coexist with (verl brings hydra-core and its antlr4 4.9.3): a separate environment, so the main
+# one keeps its own versions. torch CPU is enough: where the `+cpu` wheel is not on the configured
+# indexes, point TORCH_FLAGS at PyTorch's (TORCH_FLAGS='--extra-index-url https://download.pytorch.org/whl/cpu').
+CLIENTS_VENV := .venv-clients
+CLIENTS_BIN := $(CLIENTS_VENV)/bin
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
+TORCH_FLAGS ?=
+CLIENT_PACKAGES := 'verl==0.9.1' 'trl>=1.13' 'math-verify>=0.7'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,11 +25,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	touch $(STAMP)
 
+$(CLIENTS_STAMP): pyproject.toml
+	test -x $(CLIENTS_BIN)/python || $(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_BIN)/python -m pip install --quiet --upgrade pip
+	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu'
+	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu' \
+		$(CLIENT_PACKAGES) -e '.[all,dev]'
+	touch $(CLIENTS_STAMP)
+
 example: $(STAMP)
 	$(BIN)/judger score src/judger/data/math_rollouts_dev.jsonl --examples 1
 
 test: $(STAMP)
 	$(BIN)/pytest -q
+	$(MAKE) test-clients
+
+# judger's own suite in the trainers' environment too (finding: verl's antlr4 pin), then the tier
+test-clients: $(CLIENTS_STAMP)
+	$(CLIENTS_BIN)/pytest -q tests/clients
+	$(CLIENTS_BIN)/pytest -q -m "not slow" tests/scorers tests/compat tests/presets
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
@@ -28,4 +53,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS_VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
