@@ -56,7 +56,7 @@ class FailureLog:
         self.count = 0
         self._lock = threading.Lock()
 
-    def record(self, state: RolloutState) -> None:
+    def record(self, state: RolloutState, reward: float) -> None:
         with self._lock:
             self.count += 1
             n = self.count
@@ -66,14 +66,14 @@ class FailureLog:
                 "(%d failed samples so far)",
                 self.name,
                 state.data_source,
-                "failure_score",
+                reward,
                 state.error_msg,
                 n,
             )
 
 
 def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | None) -> dict[str, Any]:
-    """``{"score": number, ...}`` for one judged state, with exactly ``keys`` when given."""
+    """``{"score": number, ...}`` for one judged state; only ``keys`` (in that order) when given."""
     if state.reward is None:
         failure = state.extra_fields.get(FAILURE_KEY) or {}
         result: dict[str, Any] = {
@@ -86,9 +86,7 @@ def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | N
         result = {**state.reward, FAILURE_KEY: None}
     if keys is None:
         return result
-    out = {key: result.get(key) for key in keys}
-    out["score"] = result["score"]
-    return out
+    return {key: result.get(key) for key in keys}
 
 
 async def judge_rows(
@@ -151,7 +149,7 @@ def score_batch(
         if state.reward is None:
             if on_failure == "raise":
                 raise ValueError(f"judger: sample of data_source={state.data_source!r}: {state.error_msg}")
-            _failures.record(state)
+            _failures.record(state, failure_score)
         result = result_of(state, failure_score, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
         out.append(float(result["score"]) if as_float else VerlScore(result))
     return out

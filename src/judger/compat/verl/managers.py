@@ -199,12 +199,10 @@ class NaiveRewardManager:
         out = []
         for state, length in zip(states, lengths):
             if state.reward is None:
-                self.failures.record(state)
-            info = result_of(state, self.failure_score, self.reward_extra_keys or ("score",))
-            reward = float(info["score"])
-            if not self.reward_extra_keys:
-                info = {}
-            out.append(self.adjust(reward, int(length), info))
+                self.failures.record(state, self.failure_score)
+            full = result_of(state, self.failure_score, None)
+            info = {key: full.get(key) for key in self.reward_extra_keys}
+            out.append(self.adjust(float(full["score"]), int(length), info))
         return out
 
     def adjust(self, reward: float, length: int, info: dict[str, Any]) -> tuple[float, dict[str, Any]]:

@@ -123,7 +123,7 @@ class NaiveRewardManager:
     def __init__(
         self,
         compute_score: ScoreFn | BaseJudger | Any | None = None,
-        *,
+        *verl_positional: Any,
         tokenizer: Any = None,
         num_examine: int = 0,
         reward_kwargs: dict[str, Any] | None = None,
@@ -139,6 +139,13 @@ class NaiveRewardManager:
                 raise ImportError(
                     "tensor='torch' needs torch installed; use the default tensor='numpy'"
                 ) from exc
+        if verl_positional or (hasattr(compute_score, "decode") and hasattr(compute_score, "batch_decode")):
+            raise TypeError(
+                f"{type(self).__name__}: the first argument is a tokenizer: this torch-free manager takes "
+                "compute_score first (tokenizer= by keyword). For verl's signature "
+                "(tokenizer, num_examine, compute_score, ...) and DataProto batches use "
+                f"judger.compat.verl.managers.{type(self).__name__.replace('Dapo', 'DAPO')}"
+            )
         self.judger: BaseJudger | None = None
         self.compute_score: ScoreFn | None = None
         if compute_score is None:
