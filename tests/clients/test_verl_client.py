@@ -6,6 +6,7 @@ they point at, and compares token-level rewards with verl's own scorer in ``comp
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ def reward_loop_scores(config: Any) -> tuple[torch.Tensor, list[dict[str, Any]]]
     from verl.experimental.reward_loop import RewardLoopWorker
     from verl.trainer.ppo.reward import resolve_reward_manager_cls
 
+    # a fresh actor process: its own event loop (verl's prime manager closes the loop it leaves set)
+    asyncio.set_event_loop(asyncio.new_event_loop())
     worker = RewardLoopWorker(config)
     data = make_data(worker.input_tokenizer)
     # a Ray actor runs every call on the loop its managers captured at construction
@@ -208,3 +211,31 @@ def test_validation_metrics_equal_verl_with_expected_counts() -> None:
 
 def json_ready(metrics: Any) -> dict[str, dict[str, dict[str, float]]]:
     return {ds: {var: dict(m) for var, m in v.items()} for ds, v in metrics.items()}
+
+
+def readme_keys(block: str) -> list[str]:
+    """The override lines of the README's ``<!-- verl-keys: block -->`` fenced block."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    start = readme.index(f"<!-- verl-keys: {block} -->")
+    body = readme[start:].split("```", 2)[1]
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("block", ["custom_reward_function", "reward_manager"])
+def test_readme_keys_run_in_verl_and_equal_verl(model_dir: Path, verl_reference: torch.Tensor, block: str) -> None:
+    keys = readme_keys(block)
+    assert keys and all(k.lstrip("+").startswith("reward.") for k in keys)
+    scores, _ = reward_loop_scores(compose(keys, model_dir))
+    assert torch.equal(scores, verl_reference)
+
+
+def test_top_level_custom_reward_function_is_ignored_by_verl(model_dir: Path, verl_reference: torch.Tensor) -> None:
+    """Why the README says ``reward.``: verl 0.9.1's trainer does not read the top-level keys."""
+    config = compose(
+        [
+            "custom_reward_function.path=pkg://judger.compat.verl",
+            "custom_reward_function.name=default_compute_score",
+        ],
+        model_dir,
+    )
+    assert config.reward.custom_reward_function.path is None
