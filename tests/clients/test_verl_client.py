@@ -239,3 +239,51 @@ def test_top_level_custom_reward_function_is_ignored_by_verl(model_dir: Path, ve
         model_dir,
     )
     assert config.reward.custom_reward_function.path is None
+
+
+DAPO_OVERLONG = [
+    "+reward.reward_kwargs.max_resp_len=16",
+    "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
+    "+reward.reward_kwargs.overlong_buffer_cfg.len=8",
+    "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+    "+reward.reward_kwargs.overlong_buffer_cfg.log=true",
+]
+
+
+def test_dapo_overlong_penalty_equals_verl_dapo(model_dir: Path) -> None:
+    theirs, their_out = reward_loop_scores(compose(["reward.reward_manager.name=dapo", *DAPO_OVERLONG], model_dir))
+    ours, our_out = reward_loop_scores(
+        compose(
+            [*MANAGER, "reward.reward_manager.name=DAPORewardManager", "+reward.reward_kwargs.compat=verl", *DAPO_OVERLONG],
+            model_dir,
+        )
+    )
+    assert torch.allclose(ours, theirs)
+    assert [o["reward_extra_info"]["overlong"] for o in our_out] == [bool(o["reward_extra_info"]["overlong"]) for o in their_out]
+
+
+@pytest.mark.slow
+def test_ray_reward_loop_manager_equals_verl(model_dir: Path, verl_reference: torch.Tensor) -> None:
+    """verl's RewardLoopManager: reward-loop workers as Ray actors, judger's manager inside them."""
+    import ray
+    from verl.experimental.reward_loop import RewardLoopManager
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        config = compose(
+            [*readme_keys("reward_manager"), "reward.num_workers=2"],
+            model_dir,
+        )
+        manager = RewardLoopManager(config)
+        tokenizer = byte_tokenizer_for(model_dir)
+        out = manager.compute_rm_score(make_data(tokenizer))
+        assert torch.equal(out.batch["rm_scores"], verl_reference)
+        assert out.meta_info["reward_extra_keys"] == ["score", "acc", "pred", "judge_failure"]
+    finally:
+        ray.shutdown()
+
+
+def byte_tokenizer_for(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
