@@ -46,7 +46,10 @@ def run_grpo(tmp_path: Path, tokenizer: Any, dataset: Any, reward: Any) -> list[
         seed=0,
     )
     trainer = GRPOTrainer(
-        model=tiny_model(tokenizer), reward_funcs=[reward], args=args, train_dataset=dataset,
+        model=tiny_model(tokenizer),
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=dataset,
         processing_class=tokenizer,
     )
     trainer.train()

@@ -17,7 +17,6 @@ import torch
 
 import judger.compat.verl as judger_verl
 
-
 SAMPLES = [
     ("openai/gsm8k", "so 3 + 4 = 7.\n#### 7", "7"),
     ("openai/gsm8k", "I think #### 8", "7"),
@@ -109,8 +108,12 @@ MANAGER = [
 
 
 @pytest.mark.parametrize("name", ["NaiveRewardManager", "BatchRewardManager", "DAPORewardManager"])
-def test_reward_loop_with_judger_managers_equals_verl(model_dir: Path, verl_reference: torch.Tensor, name: str) -> None:
-    config = compose([*MANAGER, f"reward.reward_manager.name={name}", "+reward.reward_kwargs.compat=verl"], model_dir)
+def test_reward_loop_with_judger_managers_equals_verl(
+    model_dir: Path, verl_reference: torch.Tensor, name: str
+) -> None:
+    config = compose(
+        [*MANAGER, f"reward.reward_manager.name={name}", "+reward.reward_kwargs.compat=verl"], model_dir
+    )
     scores, outputs = reward_loop_scores(config)
     assert torch.equal(scores, verl_reference)
     keys = {tuple(out["reward_extra_info"]) for out in outputs}
@@ -118,8 +121,12 @@ def test_reward_loop_with_judger_managers_equals_verl(model_dir: Path, verl_refe
     assert outputs[-1]["reward_score"] == 0.0  # the None label, scored as verl does
 
 
-def test_reward_loop_default_mode_fixes_verl_false_negatives(model_dir: Path, verl_reference: torch.Tensor) -> None:
-    scores, _ = reward_loop_scores(compose([*MANAGER, "reward.reward_manager.name=NaiveRewardManager"], model_dir))
+def test_reward_loop_default_mode_fixes_verl_false_negatives(
+    model_dir: Path, verl_reference: torch.Tensor
+) -> None:
+    scores, _ = reward_loop_scores(
+        compose([*MANAGER, "reward.reward_manager.name=NaiveRewardManager"], model_dir)
+    )
     rows = scores.sum(dim=1)
     ref = verl_reference.sum(dim=1)
     assert rows[9] == 1.0 and ref[9] == 0.0  # \boxed{0.50} vs \frac{1}{2}
@@ -127,13 +134,22 @@ def test_reward_loop_default_mode_fixes_verl_false_negatives(model_dir: Path, ve
 
 
 def test_reward_extra_keys_are_selectable(model_dir: Path) -> None:
-    config = compose([*MANAGER, "reward.reward_manager.name=NaiveRewardManager", "+reward.reward_kwargs.reward_extra_keys=[]"], model_dir)
+    config = compose(
+        [
+            *MANAGER,
+            "reward.reward_manager.name=NaiveRewardManager",
+            "+reward.reward_kwargs.reward_extra_keys=[]",
+        ],
+        model_dir,
+    )
     _, outputs = reward_loop_scores(config)
     assert all(out["reward_extra_info"] == {} for out in outputs)
 
 
 @pytest.mark.parametrize("path", ["pkg://judger.compat.verl", "FILE"])
-def test_custom_reward_function_keys_equal_verl(model_dir: Path, verl_reference: torch.Tensor, path: str) -> None:
+def test_custom_reward_function_keys_equal_verl(
+    model_dir: Path, verl_reference: torch.Tensor, path: str
+) -> None:
     if path == "FILE":
         path = judger_verl.__file__
     config = compose(
@@ -149,7 +165,12 @@ def test_custom_reward_function_keys_equal_verl(model_dir: Path, verl_reference:
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     fn = get_custom_reward_fn(config)
-    assert pickle.loads(pickle.dumps(fn))(data_source="openai/gsm8k", solution_str="#### 7", ground_truth="7")["score"] == 1.0
+    assert (
+        pickle.loads(pickle.dumps(fn))(data_source="openai/gsm8k", solution_str="#### 7", ground_truth="7")[
+            "score"
+        ]
+        == 1.0
+    )
 
 
 def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
@@ -161,14 +182,18 @@ def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
     theirs = verl_rm.NaiveRewardManager(tokenizer, 0)(data, return_dict=True)
     ours = managers.NaiveRewardManager(tokenizer, 0, compat="verl")(data, return_dict=True)
     assert torch.equal(ours["reward_tensor"], theirs["reward_tensor"])
-    batch_theirs = verl_rm.BatchRewardManager(tokenizer, 0, judger_verl.default_compute_score_batch, compat="verl")
+    batch_theirs = verl_rm.BatchRewardManager(
+        tokenizer, 0, judger_verl.default_compute_score_batch, compat="verl"
+    )
     assert torch.equal(batch_theirs(data), theirs["reward_tensor"])
 
     class Overlong:
         enable, len, penalty_factor, log = True, 8, 1.0, True
 
     dapo_theirs = verl_rm.DAPORewardManager(tokenizer, 0, max_resp_len=16, overlong_buffer_cfg=Overlong())
-    dapo_ours = managers.DAPORewardManager(tokenizer, 0, max_resp_len=16, overlong_buffer_cfg=Overlong(), compat="verl")
+    dapo_ours = managers.DAPORewardManager(
+        tokenizer, 0, max_resp_len=16, overlong_buffer_cfg=Overlong(), compat="verl"
+    )
     assert torch.allclose(dapo_ours(data), dapo_theirs(data))
 
 
@@ -222,14 +247,18 @@ def readme_keys(block: str) -> list[str]:
 
 
 @pytest.mark.parametrize("block", ["custom_reward_function", "reward_manager"])
-def test_readme_keys_run_in_verl_and_equal_verl(model_dir: Path, verl_reference: torch.Tensor, block: str) -> None:
+def test_readme_keys_run_in_verl_and_equal_verl(
+    model_dir: Path, verl_reference: torch.Tensor, block: str
+) -> None:
     keys = readme_keys(block)
     assert keys and all(k.lstrip("+").startswith("reward.") for k in keys)
     scores, _ = reward_loop_scores(compose(keys, model_dir))
     assert torch.equal(scores, verl_reference)
 
 
-def test_top_level_custom_reward_function_is_ignored_by_verl(model_dir: Path, verl_reference: torch.Tensor) -> None:
+def test_top_level_custom_reward_function_is_ignored_by_verl(
+    model_dir: Path, verl_reference: torch.Tensor
+) -> None:
     """Why the README says ``reward.``: verl 0.9.1's trainer does not read the top-level keys."""
     config = compose(
         [
@@ -251,15 +280,24 @@ DAPO_OVERLONG = [
 
 
 def test_dapo_overlong_penalty_equals_verl_dapo(model_dir: Path) -> None:
-    theirs, their_out = reward_loop_scores(compose(["reward.reward_manager.name=dapo", *DAPO_OVERLONG], model_dir))
+    theirs, their_out = reward_loop_scores(
+        compose(["reward.reward_manager.name=dapo", *DAPO_OVERLONG], model_dir)
+    )
     ours, our_out = reward_loop_scores(
         compose(
-            [*MANAGER, "reward.reward_manager.name=DAPORewardManager", "+reward.reward_kwargs.compat=verl", *DAPO_OVERLONG],
+            [
+                *MANAGER,
+                "reward.reward_manager.name=DAPORewardManager",
+                "+reward.reward_kwargs.compat=verl",
+                *DAPO_OVERLONG,
+            ],
             model_dir,
         )
     )
     assert torch.allclose(ours, theirs)
-    assert [o["reward_extra_info"]["overlong"] for o in our_out] == [bool(o["reward_extra_info"]["overlong"]) for o in their_out]
+    assert [o["reward_extra_info"]["overlong"] for o in our_out] == [
+        bool(o["reward_extra_info"]["overlong"]) for o in their_out
+    ]
 
 
 @pytest.mark.slow

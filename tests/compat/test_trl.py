@@ -59,7 +59,14 @@ def test_string_completions_verl_layout_labels_and_metrics() -> None:
 
 
 def test_chat_completions_and_plain_label_columns() -> None:
-    chat = [[{"role": "assistant", "content": [{"type": "text", "text": "so "}, {"type": "text", "text": "#### 4"}]}]]
+    chat = [
+        [
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "so "}, {"type": "text", "text": "#### 4"}],
+            }
+        ]
+    ]
     fn = judger_reward("gsm8k", failure_reward=0.0, asynchronous=False)
     assert isinstance(fn, JudgerReward) and not inspect.iscoroutinefunction(fn.__call__)
     assert trl_call(fn, chat, Log(), ground_truth=["4"]) == [1.0]
@@ -95,6 +102,8 @@ def test_sources_config_judger_preset_router(caplog: pytest.LogCaptureFixture) -
         assert "scorer exploded" in caplog.text  # the judger's message reaches the user
     router = judger_reward("verl", failure_reward=0.0)
     assert trl_call(router, ["#### 2"], Log(), data_source=["openai/gsm8k"], ground_truth=["2"]) == [1.0]
-    assert trl_call(judger_reward("MathJudgerConfig", failure_reward=0.0), ["\\boxed{50}"], Log(), ground_truth=["50\\%"]) == [1.0]
+    assert trl_call(
+        judger_reward("MathJudgerConfig", failure_reward=0.0), ["\\boxed{50}"], Log(), ground_truth=["50\\%"]
+    ) == [1.0]
     with pytest.raises(ValueError, match="unknown judger"):
         judger_reward("nope", failure_reward=0.0)

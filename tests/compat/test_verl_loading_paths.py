@@ -15,8 +15,7 @@ import pytest
 
 import judger.compat.verl as verl_compat
 from judger import JudgerConfig
-from judger.compat.verl import VerlScore, default_compute_score, default_compute_score_batch
-from judger.compat.verl import managers
+from judger.compat.verl import VerlScore, default_compute_score, default_compute_score_batch, managers
 from judger.compat.verl.reward_managers import NaiveRewardManager as NumpyNaive
 from judger.compat.verl.routes import ROUTES, VERL_DATA_SOURCES, find_route
 
@@ -199,7 +198,9 @@ def test_verl_constructor_forms() -> None:
 def test_custom_verl_function_runs_through_batch_judge() -> None:
     calls: list[dict[str, Any]] = []
 
-    def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kw: Any) -> float:
+    def compute_score(
+        data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kw: Any
+    ) -> float:
         calls.append(kw)
         return float(solution_str.endswith(str(ground_truth)))
 
@@ -240,7 +241,9 @@ def test_reward_extra_keys_select_the_headline_metric(keys: Any, expected: list[
 
 def test_failed_sample_gets_the_failure_score_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
     manager = managers.NaiveRewardManager(
-        config={"reward": {"reward_kwargs": {"failure_score": -1.0}}}, tokenizer=CharTokenizer(), compute_score=None
+        config={"reward": {"reward_kwargs": {"failure_score": -1.0}}},
+        tokenizer=CharTokenizer(),
+        compute_score=None,
     )
 
     async def one() -> dict[str, Any]:

@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("math_verify")
 
-import latex2sympy2_extended  # noqa: E402
+import latex2sympy2_extended
 
-from judger.scorers.math import grade  # noqa: E402
-from judger.scorers.math.numeric import numerically_equal, plain_number  # noqa: E402
-from judger.scorers.math.reward import compute_score  # noqa: E402
-from judger.trainer.io import example_data  # noqa: E402
+from judger.scorers.math import grade
+from judger.scorers.math.numeric import numerically_equal, plain_number
+from judger.scorers.math.reward import compute_score
+from judger.trainer.io import example_data
 
 
 def _broken(*args: object, **kwargs: object) -> object:
@@ -51,7 +51,9 @@ def broken_parser(monkeypatch: pytest.MonkeyPatch) -> None:
         ("\\boxed{\\frac{3}{4}}", "75\\%"),
     ],
 )
-def test_percent_and_unit_answers_grade_without_the_parser(broken_parser: None, response: str, label: str) -> None:
+def test_percent_and_unit_answers_grade_without_the_parser(
+    broken_parser: None, response: str, label: str
+) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert compute_score(response, label)["score"] == 1.0

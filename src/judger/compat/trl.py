@@ -84,7 +84,9 @@ def completion_text(completion: Any) -> str:
                 return content
             if isinstance(content, Sequence):
                 return "".join(
-                    part.get("text", "") for part in content if isinstance(part, Mapping) and part.get("type") == "text"
+                    part.get("text", "")
+                    for part in content
+                    if isinstance(part, Mapping) and part.get("type") == "text"
                 )
             return "" if content is None else str(content)
     raise TypeError(
@@ -105,7 +107,7 @@ def _lookup(columns: Mapping[str, Sequence[Any]], key: str, i: int) -> tuple[boo
 
 
 class JudgerReward:
-    """A sync TRL reward function over a judger (see the module docstring); :func:`judger_reward` makes one."""
+    """A sync TRL reward function over a judger (see the module docstring); made by :func:`judger_reward`."""
 
     def __init__(
         self,
@@ -117,12 +119,18 @@ class JudgerReward:
         log_metrics: bool = True,
     ) -> None:
         if isinstance(failure_reward, bool) or not isinstance(failure_reward, (int, float)):
-            raise TypeError(f"failure_reward must be a number (TRL needs one per sample), got {failure_reward!r}")
+            raise TypeError(
+                f"failure_reward must be a number (TRL needs one per sample), got {failure_reward!r}"
+            )
         if not math.isfinite(failure_reward):
-            raise ValueError(f"failure_reward must be finite: TRL drops NaN rewards silently, got {failure_reward!r}")
+            raise ValueError(
+                f"failure_reward must be finite: TRL drops NaN rewards silently, got {failure_reward!r}"
+            )
         self.judger = judger
         self.failure_reward = float(failure_reward)
-        self.label_keys = (label_key,) if isinstance(label_key, str) else tuple(label_key or DEFAULT_LABEL_KEYS)
+        self.label_keys = (
+            (label_key,) if isinstance(label_key, str) else tuple(label_key or DEFAULT_LABEL_KEYS)
+        )
         self.name = name
         self.__name__ = name  # TRL names the reward function (and its logged reward) after __name__
         self.log_metrics = log_metrics
@@ -137,16 +145,20 @@ class JudgerReward:
                 return value
         dataset_columns = sorted(k for k in columns if k not in TRL_ARGUMENTS)
         raise KeyError(
-            f"judger reward: no label in the dataset row (looked for {list(self.label_keys)}; the columns are "
+            f"judger reward: no label in the dataset row (looked for {list(self.label_keys)}; columns: "
             f"{dataset_columns}); pass label_key='<column>' or 'column.key' for a nested one"
         )
 
-    def states(self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> list[RolloutState]:
+    def states(
+        self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]
+    ) -> list[RolloutState]:
         rows = {k: v for k, v in columns.items() if k not in TRL_ARGUMENTS and isinstance(v, Sequence)}
         out = []
         for i, completion in enumerate(completions):
             prompt = prompts[i] if i < len(prompts) else None
-            message = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt or "")}]
+            message = (
+                list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt or "")}]
+            )
             extra = rows["extra_info"][i] if "extra_info" in rows else None
             out.append(
                 RolloutState(
@@ -172,7 +184,10 @@ class JudgerReward:
                 if self.failures <= 3 or self.failures & (self.failures - 1) == 0:
                     logger.warning(
                         "judger reward %r: a sample could not be scored, reward %s: %s (%d so far)",
-                        self.name, self.failure_reward, state.error_msg, self.failures,
+                        self.name,
+                        self.failure_reward,
+                        state.error_msg,
+                        self.failures,
                     )
                 continue
             rewards.append(float(state.reward["score"]))
@@ -186,12 +201,18 @@ class JudgerReward:
             log_metric(f"{self.name}/failed", n_failed / max(1, len(states)))
             log_metric(f"{self.name}/failures", float(n_failed))
         if self.log_metrics and callable(log_extra):
-            log_extra(f"{self.name}_pred", [None if s.reward is None else s.reward.get("pred") for s in states])
+            log_extra(
+                f"{self.name}_pred", [None if s.reward is None else s.reward.get("pred") for s in states]
+            )
             log_extra(f"{self.name}_failure", failed)
         return rewards
 
     async def score(
-        self, prompts: Sequence[Any], completions: Sequence[Any], log_metric: Any = None, log_extra: Any = None,
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
         **columns: Any,
     ) -> list[float]:
         states = self.states(prompts, completions, columns)
@@ -199,7 +220,11 @@ class JudgerReward:
         return self.rewards(states, log_metric, log_extra)
 
     def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], log_metric: Any = None, log_extra: Any = None,
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
         **columns: Any,
     ) -> list[float]:
         coro = self.score(prompts, completions, log_metric, log_extra, **columns)
@@ -218,7 +243,11 @@ class AsyncJudgerReward(JudgerReward):
     """The ``async`` form of :class:`JudgerReward`: TRL awaits it on its event loop."""
 
     async def __call__(  # type: ignore[override]
-        self, prompts: Sequence[Any], completions: Sequence[Any], log_metric: Any = None, log_extra: Any = None,
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
         **columns: Any,
     ) -> list[float]:
         return await self.score(prompts, completions, log_metric, log_extra, **columns)
@@ -244,6 +273,9 @@ def judger_reward(
     """
     cls: Callable[..., JudgerReward] = AsyncJudgerReward if asynchronous else JudgerReward
     return cls(
-        resolve_judger(source), failure_reward=failure_reward, label_key=label_key, name=name,
+        resolve_judger(source),
+        failure_reward=failure_reward,
+        label_key=label_key,
+        name=name,
         log_metrics=log_metrics,
     )

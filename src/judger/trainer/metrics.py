@@ -401,7 +401,10 @@ def _pad_expected_acc(
         if a is not None:
             observed[(ds, uid)] = observed.get((ds, uid), 0) + 1
     extra = [
-        key for key, count in expected.items() if key[0] in with_acc for _ in range(count - observed.get(key, 0))
+        key
+        for key, count in expected.items()
+        if key[0] in with_acc
+        for _ in range(count - observed.get(key, 0))
     ]
     infos = {name: list(values) + [None] * len(extra) for name, values in infos_dict.items()}
     if with_acc:

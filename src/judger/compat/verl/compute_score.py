@@ -138,7 +138,9 @@ def _default_compute_score(
         if route.name == "code" and memory_limit_mb:
             options["memory_mb"] = int(memory_limit_mb)
         if route.runs_on_pool(compat):
-            result = _score_on_pool(route, solution_str, ground_truth, extra_info, options, timeout, on_failure)
+            result = _score_on_pool(
+                route, solution_str, ground_truth, extra_info, options, timeout, on_failure
+            )
         else:
             result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
     if as_float:

@@ -20,7 +20,6 @@ from typing import Any
 from judger.judgers.handlers import BATCH_ATTR
 
 
-
 def _module_name_for(path: str) -> str:
     stem = os.path.splitext(os.path.basename(path))[0]
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)

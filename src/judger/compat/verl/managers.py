@@ -40,7 +40,14 @@ from judger.core.judger import BaseJudger
 
 logger = logging.getLogger(__name__)
 
-OPTION_NAMES = ("compat", "failure_score", "reward_extra_keys", "judger", "max_resp_len", "overlong_buffer_cfg")
+OPTION_NAMES = (
+    "compat",
+    "failure_score",
+    "reward_extra_keys",
+    "judger",
+    "max_resp_len",
+    "overlong_buffer_cfg",
+)
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -84,7 +91,9 @@ def _is_default_compute_score(fn: Any) -> bool:
     if getattr(fn, "target", None) == "judger.compat.verl.compute_score:default_compute_score":
         return True
     module = getattr(fn, "__module__", "") or ""
-    return getattr(fn, "__name__", "") == "default_compute_score" and module.startswith("verl.utils.reward_score")
+    return getattr(fn, "__name__", "") == "default_compute_score" and module.startswith(
+        "verl.utils.reward_score"
+    )
 
 
 class VerlCall:
@@ -94,9 +103,7 @@ class VerlCall:
         self.fn = fn
         self.kwargs = kwargs
 
-    def __call__(
-        self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None
-    ) -> Any:
+    def __call__(self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None) -> Any:
         return self.fn(
             data_source=data_source,
             solution_str=solution_str,
@@ -169,7 +176,8 @@ class NaiveRewardManager:
                 handler = VerlCall(raw_fn, fn_kwargs)
             kwargs = fn_kwargs if handler is raw_fn else {}
             self.judger = JudgerConfig(
-                judger_name=getattr(raw_fn, "__name__", "compute_score"), reward_handler=handler,
+                judger_name=getattr(raw_fn, "__name__", "compute_score"),
+                reward_handler=handler,
                 handler_kwargs=kwargs,
             ).build()
         self.failures = FailureLog(type(self).__name__)
@@ -190,7 +198,9 @@ class NaiveRewardManager:
 
     # --- scoring ---------------------------------------------------------------------------------
 
-    def _score(self, rows: Sequence[tuple[Any, ...]], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
+    def _score(
+        self, rows: Sequence[tuple[Any, ...]], lengths: Sequence[int]
+    ) -> list[tuple[float, dict[str, Any]]]:
         """Judge ``(data_source, response, ground_truth, extra_info)`` rows: (reward, extra info) each."""
         states = run_sync(judge_rows(self.judger, *zip(*rows))) if rows else []
         return self._finish(states, lengths)
@@ -270,7 +280,7 @@ class NaiveRewardManager:
         """verl's legacy manager call: a ``DataProto`` in, the reward tensor (and extra info) out."""
         import torch
 
-        if "rm_scores" in data.batch.keys():
+        if "rm_scores" in data.batch.keys():  # noqa: SIM118 - TensorDict refuses `in`
             scores = data.batch["rm_scores"]
             if not return_dict:
                 return scores

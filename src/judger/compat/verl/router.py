@@ -12,7 +12,6 @@ from judger.judgers.composed import ComposedJudger
 from judger.judgers.config import JudgerConfig
 
 
-
 class VerlRouterJudger(ComposedJudger):
     """Judge each sample with the preset judger verl's table picks for its ``data_source``.
 
