@@ -102,8 +102,15 @@ def test_one_route_table() -> None:
     assert set(VERL_DATA_SOURCES.values()) == {route.name for route in ROUTES}
     assert find_route("aime2025").name == "dapo"
     for route in ROUTES:
-        assert route.config(None).build() is not None or True
+        assert isinstance(route.config(None), JudgerConfig) and isinstance(route.config("verl"), JudgerConfig)
         assert callable(route.compute_score())
+    # the CLI's default and the router read the same table
+    from judger.cli.score import default_config
+
+    router = default_config("verl").build()
+    for route in ROUTES:
+        for data_source in route.data_sources:
+            assert router.route(data_source) == [route.name]
 
 
 # --- finding 2: managers built the way verl builds them ------------------------------------------

@@ -17,7 +17,6 @@ pytest.importorskip("math_verify")
 import latex2sympy2_extended
 
 from judger.scorers.math import grade
-from judger.scorers.math.numeric import numerically_equal, plain_number
 from judger.scorers.math.reward import compute_score
 from judger.trainer.io import example_data
 
@@ -31,11 +30,12 @@ def broken_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     """latex2sympy as it behaves under antlr4 4.9.3 on the answers at stake: it raises."""
     monkeypatch.setattr(latex2sympy2_extended, "latex2sympy", _broken)
     monkeypatch.setattr("math_verify.parser.latex2sympy", _broken)
-    grade._configs.cache_clear()
-    grade.check_latex_parser.cache_clear()
+    caches = [grade._configs, *([grade.check_latex_parser] if hasattr(grade, "check_latex_parser") else [])]
+    for cache in caches:
+        cache.cache_clear()
     yield
-    grade._configs.cache_clear()
-    grade.check_latex_parser.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -60,6 +60,8 @@ def test_percent_and_unit_answers_grade_without_the_parser(
 
 
 def test_unequal_numbers_stay_wrong() -> None:
+    from judger.scorers.math.numeric import numerically_equal, plain_number
+
     assert not numerically_equal("51", "50\\%")
     assert not numerically_equal("x", "5")
     assert plain_number("50\\%") == (50, True)
@@ -72,6 +74,9 @@ def test_bundled_math_responses_score_the_same_with_a_broken_parser(monkeypatch:
     assert len(percent) >= 5
     expected = [compute_score(r["response"], r["reward_model"]["ground_truth"])["score"] for r in percent]
     monkeypatch.setattr("math_verify.parser.latex2sympy", _broken)
+    import math_verify.parser
+
+    math_verify.parser.parse_latex_cached.cache_clear()  # Math-Verify caches parses
     grade._configs.cache_clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
