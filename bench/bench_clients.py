@@ -119,7 +119,11 @@ def main() -> None:
         byte_tokenizer(Path(tmp))
         results = [
             ("verl", "verl naive + verl default_compute_score", verl_step(Path(tmp), [], data)),
-            ("verl", "judger NaiveRewardManager compat=verl", verl_step(Path(tmp), [*manager, "+reward.reward_kwargs.compat=verl"], data)),
+            (
+                "verl",
+                "judger NaiveRewardManager compat=verl",
+                verl_step(Path(tmp), [*manager, "+reward.reward_kwargs.compat=verl"], data),
+            ),
             ("verl", "judger NaiveRewardManager (default)", verl_step(Path(tmp), manager, data)),
         ]
     from trl.rewards import accuracy_reward
