@@ -32,6 +32,8 @@ SAMPLES = [
 ]
 RESPONSE_WIDTH = 64
 VERL_CONFIG_DIR = str(Path(__import__("verl").__file__).parent / "trainer" / "config")
+# each test composes verl's hydra config and builds a reward-loop worker: seconds, not milliseconds
+pytestmark = pytest.mark.slow
 
 
 def make_data(tokenizer: Any, samples: list[tuple[str, str, Any]] = SAMPLES) -> Any:

@@ -196,6 +196,8 @@ def test_verl_constructor_forms() -> None:
     assert dapo.adjust(1.0, 6, {})[0] == 0.5
     with pytest.raises(ValueError, match="max_resp_len"):
         managers.DAPORewardManager(tok, 0, overlong_buffer_cfg=Overlong())
+    with pytest.raises(TypeError, match="only DAPORewardManager"):
+        managers.NaiveRewardManager(tok, 0, max_resp_len=8, overlong_buffer_cfg=Overlong())
     with pytest.raises(TypeError, match="unknown reward_kwargs"):
         managers.NaiveRewardManager(tok, 0, bogus=1)
     with pytest.raises(TypeError, match="judger.compat.verl.managers.NaiveRewardManager"):

@@ -186,6 +186,11 @@ class NaiveRewardManager:
 
     def check_options(self) -> None:
         unknown = sorted(set(self.options))
+        if _get(self.overlong_buffer_cfg, "enable", False) and not isinstance(self, DAPORewardManager):
+            raise TypeError(
+                f"{type(self).__name__}: overlong_buffer_cfg is enabled but only DAPORewardManager applies "
+                "the overlong penalty; set reward.reward_manager.name=DAPORewardManager or disable it"
+            )
         if unknown:
             raise TypeError(
                 f"{type(self).__name__}: unknown reward_kwargs {unknown}; judger's managers take "
