@@ -105,5 +105,7 @@ def test_sources_config_judger_preset_router(caplog: pytest.LogCaptureFixture) -
     assert trl_call(
         judger_reward("MathJudgerConfig", failure_reward=0.0), ["\\boxed{50}"], Log(), ground_truth=["50\\%"]
     ) == [1.0]
+    remote = judger_reward("http://127.0.0.1:9/reward", failure_reward=0.0)  # built only, no traffic
+    assert remote.judger.judger_name == "remote"
     with pytest.raises(ValueError, match="unknown judger"):
         judger_reward("nope", failure_reward=0.0)

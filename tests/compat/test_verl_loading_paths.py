@@ -262,3 +262,23 @@ def test_failed_sample_gets_the_failure_score_and_says_why(caplog: pytest.LogCap
         out = asyncio.run(one())
     assert out["reward_score"] == -1.0 and out["reward_extra_info"]["judge_failure"] == "error"
     assert "ground truth is None" in caplog.text
+
+
+def test_manager_warns_on_a_missing_label_even_when_verl_mode_scores_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    manager = managers.NaiveRewardManager(
+        config={"reward": {"reward_kwargs": {"compat": "verl"}}},
+        tokenizer=CharTokenizer(),
+        compute_score=None,
+    )
+
+    async def one() -> dict[str, Any]:
+        return await manager.run_single(Item("#### 7", None, "openai/gsm8k"))
+
+    from judger.compat.verl import batch
+
+    batch._missing_labels["count"] = 0
+    with caplog.at_level(logging.WARNING, logger="judger.compat.verl.batch"):
+        out = asyncio.run(one())
+    assert out["reward_score"] == 0.0 and "has no label" in caplog.text

@@ -89,6 +89,24 @@ def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | N
     return {key: result.get(key) for key in keys}
 
 
+_missing_labels = {"count": 0}
+
+
+def warn_missing_labels(data_sources: Sequence[Any], ground_truths: Sequence[Any]) -> None:
+    """verl scores a sample without a label as its scorer compares with None (usually 0): say so."""
+    for data_source, label in zip(data_sources, ground_truths):
+        if label is None:
+            _missing_labels["count"] += 1
+            n = _missing_labels["count"]
+            if n & (n - 1) == 0:  # 1st, 2nd, 4th ...: a run full of them still says how many
+                logger.warning(
+                    "judger: a sample of data_source=%r has no label (reward_model.ground_truth is None); "
+                    "it scores as verl scores it, or fails (%d such samples so far)",
+                    data_source,
+                    n,
+                )
+
+
 async def judge_rows(
     judger: BaseJudger,
     data_sources: Sequence[Any],
@@ -102,6 +120,7 @@ async def judge_rows(
             f"verl batch: {n} data_sources, {len(responses)} responses, {len(ground_truths)} ground_truths"
             + ("" if extra_infos is None else f", {len(extra_infos)} extra_infos")
         )
+    warn_missing_labels(data_sources, ground_truths)
     infos = extra_infos if extra_infos is not None else [None] * n
     states = [to_state(*row) for row in zip(data_sources, responses, ground_truths, infos)]
     return await judger.batch_judge(states)
