@@ -15,14 +15,13 @@ data_source (:mod:`judger.compat.verl`).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from judger.compat.verl.batch import run_sync
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -92,16 +91,6 @@ def union_extra_info(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Any
     for result in results:
         keys.update(dict.fromkeys(result))
     return {key: [result.get(key) for result in results] for key in keys}
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run ``coro`` to completion from sync code, also when the caller already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _default_compute_score() -> ScoreFn:
@@ -212,7 +201,7 @@ class NaiveRewardManager:
                     extra_fields=extra,
                 )
             )
-        _run_sync(self.judger.batch_judge(states))
+        run_sync(self.judger.batch_judge(states))
         results = []
         for state in states:
             if state.reward is None:
