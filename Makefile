@@ -1,12 +1,23 @@
 # Two commands do all the set-up on a fresh machine (both create and reuse .venv):
 #   make example   score the bundled example rollouts with `judger score`
-#   make test      run the whole test suite (what CI runs)
+#   make test      run the whole test suite (what CI runs), then the client tier
+#   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-fast test-py310 lint bench clean
+.PHONY: example test test-fast test-py310 test-clients lint bench clean
+
+# The client tier runs judger inside the trainers' own packages, which pin versions judger must
+# coexist with (verl brings hydra-core and its antlr4 4.9.3): a separate environment, so the main
+# one keeps its own versions. torch CPU is enough: where the `+cpu` wheel is not on the configured
+# indexes, point TORCH_FLAGS at PyTorch's (TORCH_FLAGS='--extra-index-url https://download.pytorch.org/whl/cpu').
+CLIENTS_VENV := .venv-clients
+CLIENTS_BIN := $(CLIENTS_VENV)/bin
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
+TORCH_FLAGS ?=
+CLIENT_PACKAGES := 'verl==0.9.1' 'trl>=1.13' 'math-verify>=0.7'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,12 +25,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	touch $(STAMP)
 
+$(CLIENTS_STAMP): pyproject.toml
+	test -x $(CLIENTS_BIN)/python || $(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_BIN)/python -m pip install --quiet --upgrade pip
+	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu'
+	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu' \
+		$(CLIENT_PACKAGES) -e '.[all,dev]'
+	touch $(CLIENTS_STAMP)
+
 example: $(STAMP)
 	$(BIN)/judger score src/judger/data/math_rollouts_dev.jsonl --examples 1
 
 test: $(STAMP)
 	$(BIN)/pytest -q
 	$(MAKE) test-py310
+	$(MAKE) test-clients
 
 # requires-python is >=3.10: the fast suite runs on 3.10 too, in its own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
@@ -37,6 +57,12 @@ $(STAMP310): pyproject.toml
 test-py310: $(STAMP310)
 	$(VENV310)/bin/pytest -q -m "not slow" -p no:cacheprovider
 
+# the tier, then judger's own suite in the trainers' environment (verl pins antlr4 4.9.3, which
+# once changed judger's MATH scores silently); its slow tests already ran in the main environment
+test-clients: $(CLIENTS_STAMP)
+	$(CLIENTS_BIN)/pytest -q tests/clients
+	$(CLIENTS_BIN)/pytest -q -m "not slow" tests --ignore=tests/clients
+
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
@@ -47,4 +73,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(VENV310) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -262,17 +262,27 @@ def process_validation_metrics(
     sample_uids: Sequence[Any],
     infos_dict: Mapping[str, Sequence[Any]],
     seed: int = 42,
+    expected_acc_counts: Mapping[tuple[Any, Any], int] | None = None,
     *,
     n_bootstrap: int = N_BOOTSTRAP,
     pass_k: bool = True,
 ) -> Metrics:
-    """verl's ``process_validation_metrics(data_sources, sample_uids, infos_dict, seed)``, vectorised.
+    """verl 0.9.1's ``process_validation_metrics(data_sources, sample_uids, infos_dict, seed,
+    expected_acc_counts)``, vectorised.
 
+    ``expected_acc_counts`` (``{(data_source, uid): sessions expected}``, what verl's trainer passes)
+    counts sessions that produced no sample as ``acc=0`` in data sources that report ``acc``, and adds
+    ``acc_success_only`` over the samples that exist, as verl does.
     ``infos_dict`` maps a variable name to one value per sample. A variable is used when its values
     are numbers (bool counts as 0/1); ``None`` (or NaN) marks a sample without that value (it is left out of
     that variable's groups); a variable holding any other value (strings such as ``pred``) is skipped.
-    ``pass_k=False`` leaves out the pass@k entries, giving exactly verl's metric set.
+    ``pass_k=False`` leaves out the pass@k entries, giving exactly verl's metric set (verl-exact mode).
     """
+    n_real = len(data_sources)
+    if expected_acc_counts:
+        data_sources, sample_uids, infos_dict = _pad_expected_acc(
+            data_sources, sample_uids, infos_dict, expected_acc_counts
+        )
     n_samples = len(data_sources)
     if len(sample_uids) != n_samples:
         raise ValueError(f"{len(sample_uids)} uids for {n_samples} data_sources")
@@ -303,11 +313,12 @@ def process_validation_metrics(
 
     preds = infos_dict.get("pred")
     pred_codes: np.ndarray | None = None
-    group_sizes = np.bincount(group_of, minlength=n_groups)
+    # sessions added for expected_acc_counts are not samples: they neither count nor vote
+    group_sizes = np.bincount(group_of[:n_real], minlength=n_groups)
     if preds is not None:
         # verl votes in a uid only when every sample of it has a prediction
-        missing = np.fromiter((p is None for p in preds), dtype=bool, count=n_samples)
-        all_preds = np.bincount(group_of, weights=missing, minlength=n_groups) == 0
+        missing = np.fromiter((p is None for p in preds[:n_real]), dtype=bool, count=n_real)
+        all_preds = np.bincount(group_of[:n_real], weights=missing, minlength=n_groups) == 0
     layouts: dict[bytes, _Layout] = {}
     indices: dict[tuple[int, int], np.ndarray] = {}
     collector = _Collector()
@@ -370,6 +381,40 @@ def process_validation_metrics(
             rank = {name: i for i, name in enumerate(order)}
             var2metric[var] = dict(sorted(metric2val.items(), key=lambda kv: rank.get(kv[0], len(rank))))
     return metrics
+
+
+def _pad_expected_acc(
+    data_sources: Sequence[Any],
+    sample_uids: Sequence[Any],
+    infos_dict: Mapping[str, Sequence[Any]],
+    expected: Mapping[tuple[Any, Any], int],
+) -> tuple[list[Any], list[Any], dict[str, list[Any]]]:
+    """Append one ``acc=0`` session per missing one, and ``acc_success_only`` = the observed ``acc``."""
+    n = len(data_sources)
+    for name, values in infos_dict.items():
+        if len(values) != n:
+            raise ValueError(f"variable {name!r} has {len(values)} values for {n} samples")
+    acc = infos_dict.get("acc")
+    with_acc = {ds for ds, a in zip(data_sources, acc or ()) if a is not None}
+    observed: dict[tuple[Any, Any], int] = {}
+    for ds, uid, a in zip(data_sources, sample_uids, acc or ()):
+        if a is not None:
+            observed[(ds, uid)] = observed.get((ds, uid), 0) + 1
+    extra = [
+        key
+        for key, count in expected.items()
+        if key[0] in with_acc
+        for _ in range(count - observed.get(key, 0))
+    ]
+    infos = {name: list(values) + [None] * len(extra) for name, values in infos_dict.items()}
+    if with_acc:
+        infos["acc_success_only"] = list(acc or ()) + [None] * len(extra)
+        infos["acc"] = list(acc or ()) + [0.0] * len(extra)
+    return (
+        list(data_sources) + [k[0] for k in extra],
+        list(sample_uids) + [k[1] for k in extra],
+        infos,
+    )
 
 
 def data_source_name(data_source: Any) -> str:

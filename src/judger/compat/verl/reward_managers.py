@@ -15,14 +15,13 @@ data_source (:mod:`judger.compat.verl`).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from judger.compat.verl.batch import run_sync
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -94,16 +93,6 @@ def union_extra_info(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Any
     return {key: [result.get(key) for result in results] for key in keys}
 
 
-def _run_sync(coro: Any) -> Any:
-    """Run ``coro`` to completion from sync code, also when the caller already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 def _default_compute_score() -> ScoreFn:
     try:
         from judger.compat.verl import default_compute_score
@@ -123,7 +112,7 @@ class NaiveRewardManager:
     def __init__(
         self,
         compute_score: ScoreFn | BaseJudger | Any | None = None,
-        *,
+        *verl_positional: Any,
         tokenizer: Any = None,
         num_examine: int = 0,
         reward_kwargs: dict[str, Any] | None = None,
@@ -139,6 +128,13 @@ class NaiveRewardManager:
                 raise ImportError(
                     "tensor='torch' needs torch installed; use the default tensor='numpy'"
                 ) from exc
+        if verl_positional or (hasattr(compute_score, "decode") and hasattr(compute_score, "batch_decode")):
+            raise TypeError(
+                f"{type(self).__name__}: the first argument is a tokenizer: this torch-free manager takes "
+                "compute_score first (tokenizer= by keyword). For verl's signature "
+                "(tokenizer, num_examine, compute_score, ...) and DataProto batches use "
+                f"judger.compat.verl.managers.{type(self).__name__.replace('Dapo', 'DAPO')}"
+            )
         self.judger: BaseJudger | None = None
         self.compute_score: ScoreFn | None = None
         if compute_score is None:
@@ -205,7 +201,7 @@ class NaiveRewardManager:
                     extra_fields=extra,
                 )
             )
-        _run_sync(self.judger.batch_judge(states))
+        run_sync(self.judger.batch_judge(states))
         results = []
         for state in states:
             if state.reward is None:

@@ -9,6 +9,7 @@ Math-Verify this module fixes its known false positive: two tiny numbers that bo
 from __future__ import annotations
 
 import logging
+import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -21,9 +22,50 @@ TINY = 1e-6
 REL_TOL = 1e-9
 
 
+PARSER_PROBE = "50\\%"
+"""A percent number: latex2sympy2_extended 1.11 fails on it under antlr4-python3-runtime 4.9.3."""
+
+
+def latex_parser_problem() -> str | None:
+    """Why latex2sympy cannot parse LaTeX in this environment (one line naming the fix), or None."""
+    try:
+        from latex2sympy2_extended import latex2sympy
+
+        latex2sympy(PARSER_PROBE)
+    except ImportError:
+        return None  # Math-Verify is missing altogether: its import raises its own clear error
+    except Exception as exc:
+        try:
+            from importlib.metadata import version
+
+            antlr = version("antlr4-python3-runtime")
+        except Exception:
+            antlr = "unknown"
+        return (
+            f"latex2sympy cannot parse LaTeX here ({type(exc).__name__}: {exc}) with "
+            f"antlr4-python3-runtime {antlr} (hydra-core / omegaconf, e.g. from verl, pin 4.9.3). "
+            "judger grades plain numbers, percents and units without it, but other answers that need "
+            "LaTeX parsing may be graded wrong. Fix: run judger where antlr4-python3-runtime==4.13.2 "
+            "is installed (its own environment: `judger serve`, or a Ray actor with its own runtime_env)"
+        )
+    return None
+
+
+@lru_cache(maxsize=1)
+def check_latex_parser() -> str | None:
+    """Run :func:`latex_parser_problem` once per process and warn once if there is one."""
+    problem = latex_parser_problem()
+    if problem is not None:
+        warnings.warn(problem, RuntimeWarning, stacklevel=3)
+        logging.getLogger(__name__).warning("judger: %s", problem)
+    return problem
+
+
 @lru_cache(maxsize=1)
 def _configs() -> tuple[Any, Any]:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    check_latex_parser()
 
     return [LatexExtractionConfig()], [LatexExtractionConfig(), ExprExtractionConfig()]
 

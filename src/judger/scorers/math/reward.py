@@ -20,6 +20,7 @@ import re
 from typing import Any, Literal
 
 from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math.numeric import numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
 
 Compat = Literal["verl"] | None
@@ -73,7 +74,9 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     """Our equivalence of an extracted answer and a label.
 
     Identical text, then identical text once LaTeX presentation is removed (Math-Verify cannot
-    parse ``\\text{4:30 p.m.}``), then Math-Verify's symbolic and numeric equivalence.
+    parse ``\\text{4:30 p.m.}``), then equal plain numbers (``50\\%``, ``10\\text{ cm}``:
+    :mod:`~judger.scorers.math.numeric`, no LaTeX parser involved), then Math-Verify's symbolic and
+    numeric equivalence.
     """
     from judger.scorers.math.grade import equivalent
 
@@ -87,6 +90,8 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
         return True
     plain = markup_free(answer)
     if plain and plain == markup_free(gold):
+        return True
+    if numerically_equal(answer, gold):  # no LaTeX parser: the verdict cannot depend on antlr4
         return True
     return equivalent(answer, gold)
 

@@ -1,0 +1,281 @@
+"""TRL reward functions backed by a judger: pass one to ``GRPOTrainer(reward_funcs=...)`` as it is.
+
+    from judger.compat.trl import judger_reward
+
+    reward = judger_reward("math", failure_reward=0.0)           # a preset, a config, a judger or a URL
+    trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
+
+TRL calls a reward function with ``prompts``, ``completions`` (strings, or chat message lists),
+``completion_ids``, every dataset column as a keyword (one value per completion), ``trainer_state``,
+``log_metric`` and ``log_extra``. The function here:
+
+- reads the completion's text (a string, or the last assistant message's content, text parts joined);
+- reads the label from ``label_key`` -- by default ``reward_model["ground_truth"]`` (verl's layout),
+  then a ``ground_truth`` or ``solution`` column -- and ``data_source`` / ``extra_info`` columns when
+  the dataset has them (a verl-layout dataset routes with ``judger_reward("verl")``);
+- judges the whole batch in one ``batch_judge`` call; its reward is the judger's ``score``;
+- gives a sample judger cannot score ``failure_reward``, a number the user chooses (never None: TRL
+  would turn it into NaN and drop it with a generic warning), and logs the failure's message;
+- logs ``<name>/acc`` (mean over the scored samples), ``<name>/failed`` (failed fraction) and
+  ``<name>/failures`` (count) through TRL's ``log_metric``, and ``<name>_pred`` /
+  ``<name>_failure`` columns through ``log_extra`` (TRL's completions table).
+
+The default is an ``async`` function: TRL awaits it on its own event loop, alongside other async
+reward functions. ``asynchronous=False`` gives a sync one (it runs its own event loop per call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from judger.core.judger import BaseJudger
+from judger.core.rollout import RolloutState, Status
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LABEL_KEYS = ("reward_model.ground_truth", "ground_truth", "solution")
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
+
+
+def resolve_judger(source: Any) -> BaseJudger:
+    """A judger from a judger, a config (anything with ``build()``), a preset name, ``"verl"`` (verl's
+    dispatch by ``data_source``) or an ``http(s)://`` URL of a reward endpoint."""
+    if isinstance(source, BaseJudger):
+        return source
+    if hasattr(source, "build") and not isinstance(source, (str, type)):
+        return source.build()  # type: ignore[no-any-return]
+    if isinstance(source, str):
+        if source.startswith(("http://", "https://")):
+            from judger.judgers.config import JudgerConfig
+
+            return JudgerConfig(judger_name="remote", reward_handler=source).build()
+        if source.lower() == "verl":
+            from judger.compat.verl.router import default_judger_config
+
+            return default_judger_config().build()
+        import judger.presets as presets
+
+        wanted = {source.lower(), source.lower() + "judgerconfig"}
+        for name in presets.__all__:
+            if name.lower() in wanted:
+                return getattr(presets, name)().build()  # type: ignore[no-any-return]
+        raise ValueError(
+            f"unknown judger {source!r}: give a judger, a judger config, 'verl', an http(s):// URL or a "
+            f"preset ({', '.join(presets.__all__)}, or their short names such as 'math')"
+        )
+    raise TypeError(f"cannot make a judger from {type(source).__name__}: {source!r}")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string, or a list of chat messages (the last assistant one)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence):
+        messages = [m for m in completion if isinstance(m, Mapping)]
+        assistant = [m for m in messages if m.get("role") == "assistant"] or messages
+        if assistant:
+            content = assistant[-1].get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, Sequence):
+                return "".join(
+                    part.get("text", "")
+                    for part in content
+                    if isinstance(part, Mapping) and part.get("type") == "text"
+                )
+            return "" if content is None else str(content)
+    raise TypeError(
+        f"a TRL completion must be a string or a list of chat messages, got {type(completion).__name__}"
+    )
+
+
+def _lookup(columns: Mapping[str, Sequence[Any]], key: str, i: int) -> tuple[bool, Any]:
+    head, _, rest = key.partition(".")
+    if head not in columns:
+        return False, None
+    value = columns[head][i]
+    for part in rest.split(".") if rest else ():
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+class JudgerReward:
+    """A sync TRL reward function over a judger (see the module docstring); made by :func:`judger_reward`."""
+
+    def __init__(
+        self,
+        judger: BaseJudger,
+        *,
+        failure_reward: float,
+        label_key: str | Sequence[str] | None = None,
+        name: str = "judger",
+        log_metrics: bool = True,
+    ) -> None:
+        if isinstance(failure_reward, bool) or not isinstance(failure_reward, (int, float)):
+            raise TypeError(
+                f"failure_reward must be a number (TRL needs one per sample), got {failure_reward!r}"
+            )
+        if not math.isfinite(failure_reward):
+            raise ValueError(
+                f"failure_reward must be finite: TRL drops NaN rewards silently, got {failure_reward!r}"
+            )
+        self.judger = judger
+        self.failure_reward = float(failure_reward)
+        self.label_keys = (
+            (label_key,) if isinstance(label_key, str) else tuple(label_key or DEFAULT_LABEL_KEYS)
+        )
+        self.name = name
+        self.__name__ = name  # TRL names the reward function (and its logged reward) after __name__
+        self.log_metrics = log_metrics
+        self.failures = 0
+
+    # --- the batch ---------------------------------------------------------------------------------
+
+    def _label(self, columns: Mapping[str, Sequence[Any]], i: int) -> Any:
+        for key in self.label_keys:
+            found, value = _lookup(columns, key, i)
+            if found:
+                return value
+        dataset_columns = sorted(k for k in columns if k not in TRL_ARGUMENTS)
+        raise KeyError(
+            f"judger reward: no label in the dataset row (looked for {list(self.label_keys)}; columns: "
+            f"{dataset_columns}); pass label_key='<column>' or 'column.key' for a nested one"
+        )
+
+    def states(
+        self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]
+    ) -> list[RolloutState]:
+        rows = {k: v for k, v in columns.items() if k not in TRL_ARGUMENTS and isinstance(v, Sequence)}
+        out = []
+        for i, completion in enumerate(completions):
+            prompt = prompts[i] if i < len(prompts) else None
+            message = (
+                list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt or "")}]
+            )
+            extra = rows["extra_info"][i] if "extra_info" in rows else None
+            out.append(
+                RolloutState(
+                    message=message,
+                    response=completion_text(completion),
+                    reward_model={"ground_truth": self._label(rows, i)},
+                    data_source=rows["data_source"][i] if "data_source" in rows else None,
+                    status=Status.COMPLETED,
+                    extra_fields={"extra_info": dict(extra)} if isinstance(extra, Mapping) else {},
+                )
+            )
+        return out
+
+    def rewards(self, states: Sequence[RolloutState], log_metric: Any, log_extra: Any) -> list[float]:
+        rewards: list[float] = []
+        accs: list[float] = []
+        failed: list[str | None] = []
+        for state in states:
+            if state.reward is None:
+                rewards.append(self.failure_reward)
+                failed.append(state.error_msg or "failed")
+                self.failures += 1
+                if self.failures <= 3 or self.failures & (self.failures - 1) == 0:
+                    logger.warning(
+                        "judger reward %r: a sample could not be scored, reward %s: %s (%d so far)",
+                        self.name,
+                        self.failure_reward,
+                        state.error_msg,
+                        self.failures,
+                    )
+                continue
+            rewards.append(float(state.reward["score"]))
+            failed.append(None)
+            if "acc" in state.reward and state.reward["acc"] is not None:
+                accs.append(float(state.reward["acc"]))
+        if self.log_metrics and callable(log_metric):
+            n_failed = sum(f is not None for f in failed)
+            if accs:
+                log_metric(f"{self.name}/acc", sum(accs) / len(accs))
+            log_metric(f"{self.name}/failed", n_failed / max(1, len(states)))
+            log_metric(f"{self.name}/failures", float(n_failed))
+        if self.log_metrics and callable(log_extra):
+            log_extra(
+                f"{self.name}_pred", [None if s.reward is None else s.reward.get("pred") for s in states]
+            )
+            log_extra(f"{self.name}_failure", failed)
+        return rewards
+
+    async def score(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
+        **columns: Any,
+    ) -> list[float]:
+        states = self.states(prompts, completions, columns)
+        await self.judger.batch_judge(states)
+        return self.rewards(states, log_metric, log_extra)
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
+        **columns: Any,
+    ) -> list[float]:
+        coro = self.score(prompts, completions, log_metric, log_extra, **columns)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.judger.judger_name!r}, failure_reward={self.failure_reward})"
+
+
+class AsyncJudgerReward(JudgerReward):
+    """The ``async`` form of :class:`JudgerReward`: TRL awaits it on its event loop."""
+
+    async def __call__(  # type: ignore[override]
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        log_metric: Any = None,
+        log_extra: Any = None,
+        **columns: Any,
+    ) -> list[float]:
+        return await self.score(prompts, completions, log_metric, log_extra, **columns)
+
+
+def judger_reward(
+    source: Any,
+    *,
+    failure_reward: float,
+    label_key: str | Sequence[str] | None = None,
+    name: str = "judger",
+    asynchronous: bool = True,
+    log_metrics: bool = True,
+) -> JudgerReward:
+    """A TRL reward function judging with ``source`` (a judger, a judger config, a preset name such as
+    ``"math"``, ``"verl"`` for verl's dispatch by ``data_source``, or an ``http(s)://`` URL).
+
+    ``failure_reward`` is the reward of a sample judger cannot score (a finite number: choose what a
+    failure should teach the policy). ``label_key`` is a column (``"answer"``) or a nested key
+    (``"reward_model.ground_truth"``), or a list tried in order; the default reads
+    ``reward_model["ground_truth"]``, then ``ground_truth``, then ``solution``. ``name`` names the
+    reward in TRL's logs (``rewards/<name>/mean``) and prefixes judger's metrics.
+    """
+    cls: Callable[..., JudgerReward] = AsyncJudgerReward if asynchronous else JudgerReward
+    return cls(
+        resolve_judger(source),
+        failure_reward=failure_reward,
+        label_key=label_key,
+        name=name,
+        log_metrics=log_metrics,
+    )

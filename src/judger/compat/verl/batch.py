@@ -1,0 +1,174 @@
+"""Judge a batch of verl samples with a judger and hand back what verl needs: a number per sample.
+
+Shared by :func:`~judger.compat.verl.compute_score.default_compute_score_batch` and the reward
+managers. A sample the judger cannot score (FAILED) gets ``failure_score`` (0.0, what verl gives a
+scorer error) and a ``judge_failure`` entry naming the failure kind, and the failure is logged with
+its message: verl needs a number in the reward tensor, and the user needs to hear about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+from judger.core.judger import BaseJudger
+from judger.core.rollout import RolloutState, Status
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+FAILURE_KEY = "judge_failure"
+DEFAULT_EXTRA_KEYS = ("score", "acc", "pred", FAILURE_KEY)
+"""The ``reward_extra_info`` keys by default. ``acc`` makes verl's headline validation metric
+``val-core/<ds>/acc/...`` instead of ``.../reward/...``; choose the keys with ``reward_extra_keys``."""
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from sync code, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:
+    extra = {"extra_info": dict(extra_info)} if isinstance(extra_info, Mapping) and extra_info else {}
+    return RolloutState(
+        data_source=data_source,
+        response=response,
+        reward_model={"ground_truth": ground_truth},
+        status=Status.COMPLETED,
+        extra_fields=extra,
+    )
+
+
+class FailureLog:
+    """Logs judge failures: the first few with their message, then a count at powers of two."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def record(self, state: RolloutState, reward: float) -> None:
+        with self._lock:
+            self.count += 1
+            n = self.count
+        if n <= 3 or n & (n - 1) == 0:
+            logger.warning(
+                "judger (%s): a sample of data_source=%r could not be scored, reward %s: %s "
+                "(%d failed samples so far)",
+                self.name,
+                state.data_source,
+                reward,
+                state.error_msg,
+                n,
+            )
+
+
+def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | None) -> dict[str, Any]:
+    """``{"score": number, ...}`` for one judged state; only ``keys`` (in that order) when given."""
+    if state.reward is None:
+        failure = state.extra_fields.get(FAILURE_KEY) or {}
+        result: dict[str, Any] = {
+            "score": float(failure_score),
+            "acc": False,
+            "pred": None,
+            FAILURE_KEY: failure.get("kind", "error"),
+        }
+    else:
+        result = {**state.reward, FAILURE_KEY: None}
+    if keys is None:
+        return result
+    return {key: result.get(key) for key in keys}
+
+
+_missing_labels = {"count": 0}
+
+
+def warn_missing_labels(data_sources: Sequence[Any], ground_truths: Sequence[Any]) -> None:
+    """verl scores a sample without a label as its scorer compares with None (usually 0): say so."""
+    for data_source, label in zip(data_sources, ground_truths):
+        if label is None:
+            _missing_labels["count"] += 1
+            n = _missing_labels["count"]
+            if n & (n - 1) == 0:  # 1st, 2nd, 4th ...: a run full of them still says how many
+                logger.warning(
+                    "judger: a sample of data_source=%r has no label (reward_model.ground_truth is None); "
+                    "it scores as verl scores it, or fails (%d such samples so far)",
+                    data_source,
+                    n,
+                )
+
+
+async def judge_rows(
+    judger: BaseJudger,
+    data_sources: Sequence[Any],
+    responses: Sequence[Any],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None,
+) -> list[RolloutState]:
+    n = len(data_sources)
+    if not len(responses) == len(ground_truths) == n or (extra_infos is not None and len(extra_infos) != n):
+        raise ValueError(
+            f"verl batch: {n} data_sources, {len(responses)} responses, {len(ground_truths)} ground_truths"
+            + ("" if extra_infos is None else f", {len(extra_infos)} extra_infos")
+        )
+    warn_missing_labels(data_sources, ground_truths)
+    infos = extra_infos if extra_infos is not None else [None] * n
+    states = [to_state(*row) for row in zip(data_sources, responses, ground_truths, infos)]
+    return await judger.batch_judge(states)
+
+
+_router_judgers: dict[Any, BaseJudger] = {}
+_failures = FailureLog("default_compute_score_batch")
+
+
+def _router(compat: Any, timeout: float) -> BaseJudger:
+    key = (compat, timeout)
+    judger = _router_judgers.get(key)
+    if judger is None:
+        from judger.compat.verl.router import default_judger_config
+
+        judger = _router_judgers[key] = default_judger_config(compat=compat).build()
+    return judger
+
+
+def score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    *,
+    compat: Any = None,
+    timeout: float = 300.0,
+    on_failure: str = "zero",
+    as_float: bool = False,
+    full_output: bool = False,
+    failure_score: float = 0.0,
+    **ignored: Any,
+) -> list[Any]:
+    """See :func:`judger.compat.verl.compute_score.default_compute_score_batch`."""
+    from judger.compat.verl.compute_score import RESULT_KEYS, VerlScore
+
+    if compat not in (None, "verl"):
+        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
+    if on_failure not in ("zero", "raise"):
+        raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
+    judger = _router(compat, timeout)
+    states = run_sync(judge_rows(judger, data_sources, solution_strs, ground_truths, extra_infos))
+    out: list[Any] = []
+    for state in states:
+        if state.reward is None:
+            if on_failure == "raise":
+                raise ValueError(f"judger: sample of data_source={state.data_source!r}: {state.error_msg}")
+            _failures.record(state, failure_score)
+        result = result_of(state, failure_score, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
+        out.append(float(result["score"]) if as_float else VerlScore(result))
+    return out

@@ -1,0 +1,205 @@
+"""verl's ``default_compute_score`` (one sample) and its batch form, backed by judger's scorers.
+
+Both are drop-ins for verl's ``reward.custom_reward_function`` (``path=pkg://judger.compat.verl``,
+``name=default_compute_score``, or ``name=default_compute_score_batch`` with verl's batch
+manager). Scorers that can hang (Math-Verify, sympy) run on judger's shared process pool under a
+deadline; the rest run inline. The functions pickle by import path however verl loaded them (a
+file path included), so verl's process-pool manager (prime) can ship them to its workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import pkgutil
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from judger.compat.verl.routes import Compat, Route, find_route
+from judger.core.errors import JudgerError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HEAVY_TIMEOUT = 10.0
+RESULT_KEYS = ("score", "acc", "pred")
+"""What every route returns by default: verl's managers collect ``reward_extra_info`` across data
+sources, and its reward loop takes the keys of the first sample for the whole batch."""
+
+_warned: dict[str, bool] = {"sandbox_fusion_url": False}
+_missing_labels = {"count": 0}
+
+
+class VerlScore(dict):  # type: ignore[type-arg]
+    """A result dict that also answers ``[0]`` with its score and converts with ``float()``.
+
+    verl's naive / DAPO / batch managers and its reward loop read the dict; verl's prime manager
+    reads ``float(result[0])`` (a tuple convention), which on a plain dict raises and makes verl score
+    the whole batch 0. This dict serves both.
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        if key == 0 and not isinstance(key, bool) and 0 not in self:
+            return dict.__getitem__(self, "score")
+        return dict.__getitem__(self, key)
+
+    def __float__(self) -> float:
+        return float(self["score"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (VerlScore, (dict(self),))
+
+
+def _missing_label(data_source: Any, on_failure: str) -> dict[str, Any]:
+    """verl scores a sample without a label 0 (its scorers compare against None): so do we, loudly."""
+    message = (
+        f"judger: sample of data_source={data_source!r} has no label (reward_model.ground_truth is None)"
+    )
+    if on_failure == "raise":
+        raise ValueError(f"{message}; give every row a reward_model.ground_truth")
+    _missing_labels["count"] += 1
+    n = _missing_labels["count"]
+    if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... so a run full of them still says how many
+        logger.warning("%s: scored 0.0 as verl does (%d such samples so far)", message, n)
+    return {"score": 0.0, "acc": False, "pred": None}
+
+
+def _score_on_pool(
+    route: Route,
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None,
+    options: dict[str, Any],
+    timeout: float,
+    on_failure: str,
+) -> dict[str, Any]:
+    from judger.runtime.procpool.pool import shared_pool
+
+    if route.boxed_input and isinstance(solution_str, str):
+        # the boxed answer is found here (a linear scan) so only a few characters cross to the worker
+        from judger.scorers.math.boxed import last_boxed
+
+        solution_str = last_boxed(solution_str)
+        options = {**options, "extracted": True}
+    try:
+        pool = shared_pool()
+        return pool.run_sync(  # type: ignore[no-any-return]
+            route.compute_score(), solution_str, ground_truth, extra_info, timeout=timeout, **options
+        )
+    except (TimeoutError, JudgerError) as exc:
+        if on_failure == "raise":
+            raise
+        logger.warning("judger: %s scorer failed, scoring 0: %s", route.name, exc)
+        return {"score": 0.0, "acc": False, "pred": None}
+
+
+def _default_compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    sandbox_fusion_url: str | None = None,
+    concurrent_semaphore: Any = None,
+    memory_limit_mb: int | None = None,
+    *,
+    compat: Compat = None,
+    timeout: float = DEFAULT_HEAVY_TIMEOUT,
+    on_failure: Literal["zero", "raise"] = "zero",
+    full_output: bool = False,
+    as_float: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """verl's ``default_compute_score``, backed by judger's scorers.
+
+    ``compat="verl"`` reproduces verl's scores (see :mod:`judger.compat.verl.routes` for prime_math);
+    the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
+    pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
+    0 with a logged warning (``on_failure="zero"``, as verl's math_verify does on a timeout) or
+    raises (``"raise"``). A sample whose label is None scores 0.0, as verl's scorers do, with a
+    warning (or raises with ``on_failure="raise"``).
+
+    Returns a :class:`VerlScore` ``{"score", "acc", "pred"}`` (every route the same keys, so verl's
+    managers can collect them across data sources); ``as_float=True`` returns the score alone (a
+    plain float); ``full_output=True`` returns everything the scorer reports.
+    ``sandbox_fusion_url`` is not supported (code runs in judger's local sandbox);
+    ``memory_limit_mb`` sets the code sandbox's memory limit. Other keyword arguments are ignored,
+    as verl ignores them.
+    """
+    if sandbox_fusion_url and not _warned["sandbox_fusion_url"]:
+        _warned["sandbox_fusion_url"] = True
+        logger.warning("judger: sandbox_fusion_url is ignored; code runs in judger's local sandbox")
+    if compat not in (None, "verl"):
+        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
+    if on_failure not in ("zero", "raise"):
+        raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
+    route = find_route(data_source)
+    if ground_truth is None:
+        result = _missing_label(data_source, on_failure)
+    else:
+        options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
+        if route.name == "code" and memory_limit_mb:
+            options["memory_mb"] = int(memory_limit_mb)
+        if route.runs_on_pool(compat):
+            result = _score_on_pool(
+                route, solution_str, ground_truth, extra_info, options, timeout, on_failure
+            )
+        else:
+            result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
+    if as_float:
+        return float(result["score"])
+    if full_output:
+        return VerlScore(result)
+    return VerlScore({"score": result["score"], "acc": result.get("acc", False), "pred": result.get("pred")})
+
+
+def _default_compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[dict[str, Any] | None] | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    """The batch form of :func:`default_compute_score`, for verl's ``BatchRewardManager``
+    (``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)``).
+
+    The batch is judged with the router judger (:func:`~judger.compat.verl.router.default_judger_config`),
+    so identical answers are graded once and heavy routes share the process pool; keyword arguments
+    are :func:`default_compute_score`'s (``compat``, ``timeout``, ``on_failure``, ``as_float``,
+    ``full_output``). A sample that fails to be judged scores 0.0 with a warning, or raises with
+    ``on_failure="raise"``. One result per sample, in order.
+    """
+    from judger.compat.verl.batch import score_batch
+
+    return score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+
+
+class ImportableFunction:
+    """A module-level function that pickles as *where to import it from*.
+
+    verl loads ``custom_reward_function.path`` by file path into a module that is not in
+    ``sys.modules``, so a plain function from it cannot be pickled (verl's prime manager then scores
+    every sample 0). This wrapper pickles as its import path whichever copy of the module made it.
+    """
+
+    def __init__(self, fn: Any, target: str) -> None:
+        self.fn = fn
+        self.target = target
+        self.__name__ = fn.__name__.lstrip("_")
+        self.__qualname__ = self.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn  # inspect.signature follows it
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (pkgutil.resolve_name, (self.target,))
+
+    def __repr__(self) -> str:
+        return f"<judger function {self.target}>"
+
+
+default_compute_score = ImportableFunction(
+    _default_compute_score, "judger.compat.verl.compute_score:default_compute_score"
+)
+default_compute_score_batch = ImportableFunction(
+    _default_compute_score_batch, "judger.compat.verl.compute_score:default_compute_score_batch"
+)

@@ -1,0 +1,71 @@
+"""Plain numeric answers compared without any LaTeX parser.
+
+Most MATH answers are numbers dressed in presentation: ``50\\%``, ``10\\text{ cm}``, ``\\$5``,
+``90^\\circ``, ``1,000``. Math-Verify reads them through latex2sympy, whose ANTLR parser depends
+on the installed ``antlr4-python3-runtime``; under the 4.9.3 that hydra-core (and so verl) pins,
+latex2sympy2_extended 1.11 fails on every percent number. Stripping the presentation here first
+makes those verdicts independent of the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+_UNIT_TEXT = re.compile(r"\\(?:text|textrm|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z.\s]*\}")
+_PRESENTATION = re.compile(r"\\[,;:! ]|\\left|\\right|\^\{?\\circ\}?|\\\$|\$|\s+")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_FRAC = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}")
+_SLASH = re.compile(r"(-?\d+)/(\d+)")
+
+
+def _number(text: str) -> Fraction | None:
+    if _GROUPED.fullmatch(text):
+        text = text.replace(",", "")
+    if _NUMBER.fullmatch(text):
+        return Fraction(text)
+    found = _FRAC.fullmatch(text) or None
+    if found is not None:
+        den = int(found[3])
+        if den == 0:
+            return None
+        value = Fraction(int(found[2]), den)
+        return -value if found[1] else value
+    found = _SLASH.fullmatch(text)
+    if found is not None and int(found[2]) != 0:
+        return Fraction(int(found[1]), int(found[2]))
+    return None
+
+
+def plain_number(text: str) -> tuple[Fraction, bool] | None:
+    """``(value, is_percent)`` of an answer that is a number in presentation, else None.
+
+    Presentation is spacing, ``$``, ``\\$``, degrees, thousands separators, a trailing ``\\%`` and a
+    trailing unit word in ``\\text{}``. ``50\\%`` gives ``(50, True)``.
+    """
+    text = _UNIT_TEXT.sub("", text)
+    text = _PRESENTATION.sub("", text)
+    percent = text.endswith(("\\%", "%"))
+    if percent:
+        text = text[:-2] if text.endswith("\\%") else text[:-1]
+    if not text:
+        return None
+    value = _number(text)
+    return None if value is None else (value, percent)
+
+
+def numerically_equal(answer: str, ground_truth: str) -> bool:
+    """True when both are plain numbers (:func:`plain_number`) with the same value.
+
+    A percent on either side also matches its value as a fraction (``50\\%`` and ``0.5``), as
+    Math-Verify does. False means "not shown equal here", never "different": callers go on to
+    Math-Verify then.
+    """
+    left, right = plain_number(answer), plain_number(ground_truth)
+    if left is None or right is None:
+        return False
+    (a, a_pct), (b, b_pct) = left, right
+    if a == b:
+        return True
+    return (a_pct and a / 100 == b) or (b_pct and b / 100 == a)

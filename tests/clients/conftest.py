@@ -1,0 +1,48 @@
+"""The client tier: judger inside the trainers' own code (verl 0.9.1, TRL), in ``.venv-clients``.
+
+``make test-clients`` builds that environment; in any environment without the trainers' packages
+these tests are skipped as a whole (the main suite never imports verl, torch or trl).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CLIENTS = ("verl", "trl", "torch", "transformers")
+_missing = [name for name in CLIENTS if importlib.util.find_spec(name) is None]
+if _missing:
+    collect_ignore_glob = ["test_*.py"]
+
+
+def byte_tokenizer(directory: Path | None = None) -> Any:
+    """A byte-level tokenizer built here (no hub): every text decodes back exactly."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {"<pad>": 0, "<eos>": 1, **{ch: i + 2 for i, ch in enumerate(alphabet)}}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
+    fast.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant: {% endif %}"
+    )
+    if directory is not None:
+        fast.save_pretrained(directory)
+    return fast
+
+
+@pytest.fixture
+def tokenizer() -> Any:
+    return byte_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def byte_tokenizer_factory() -> Any:
+    return byte_tokenizer
