@@ -108,6 +108,11 @@ class ComposedJudgerConfig(BaseModel):
 
     branches: dict[str, Any]
     merge_fn: Callable[..., Any] | str | None = None
+    merge_batch: bool | None = Field(
+        None,
+        description="merge_fn takes the seed's list form (list of states, {branch: list of outputs}); "
+        "None: decide from the function (judger.batch_handler, or a list annotation)",
+    )
     judger_name: str = "composed_judger"
     on_error: Literal["fail", "raise"] = "fail"
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
@@ -150,6 +155,7 @@ class ComposedJudgerConfig(BaseModel):
         return ComposedJudger(
             branches,
             merge_fn=self.merge_fn,
+            merge_batch=self.merge_batch,
             judger_name=self.judger_name,
             on_error=self.on_error,
             timeout=self.timeout,
