@@ -231,7 +231,7 @@ def test_weighted_sum_rejects_bad_weights_and_missing_scores() -> None:
 # --- merge_fn in the seed's list form (finding 13) ----------------------------------------------
 
 
-def list_merge(original, judged):  # noqa: ANN001, ANN201 - unannotated, as XTuner users write it
+def list_merge(original, judged):  # unannotated, as XTuner users write it
     # written for batch mode only: indexes the outputs by position
     for i, s in enumerate(original):
         s.reward = {"score": judged["correctness"][i]["score"] + judged["format"][i]["score"], "i": i}

@@ -334,7 +334,8 @@ class ComposedJudger(Judger):
                 continue
             for state, result in zip(states, merged):
                 if result is not state:  # merge_fn built new states: carry their results over
-                    state.reward, state.status, state.error_msg = result.reward, result.status, result.error_msg
+                    state.reward, state.status = result.reward, result.status
+                    state.error_msg = result.error_msg
         return rollout_states
 
     async def aclose(self) -> None:
