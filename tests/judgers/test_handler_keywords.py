@@ -53,7 +53,7 @@ async def test_async_kwargs_handler_and_lambda() -> None:
 async def test_verl_handler_in_another_order_and_with_kwargs() -> None:
     def compute_score(
         ground_truth: str, solution_str: str, data_source: str, extra_info: Any = None
-    ) -> float:  # noqa: E501
+    ) -> float:
         return float(solution_str.endswith(ground_truth) and data_source == "ds")
 
     s = await NativeJudger(reward_handler=compute_score).judge(state("is 42", data_source="ds"))

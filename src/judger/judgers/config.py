@@ -27,6 +27,26 @@ class CPUResourcesConfig(BaseModel):
     )
     num_cpus_per_worker: float = Field(1, gt=0, description="CPUs each actor reserves")
     cpu_memory_per_worker: int = Field(1024**3, gt=0, description="bytes of memory each actor reserves")
+    pg_pack_strategy: str = Field(
+        "SPREAD",
+        description="XTuner's field; judger actors run outside placement groups and are spread over "
+        "the nodes (Ray's SPREAD scheduling), so only 'SPREAD' is accepted",
+    )
+
+    @field_validator("pg_pack_strategy")
+    @classmethod
+    def _check_strategy(cls, value: str) -> str:
+        strategies = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+        if value not in strategies:
+            raise ValueError(f"pg_pack_strategy must be one of {strategies}, got {value!r}")
+        if value != "SPREAD":
+            raise ValueError(
+                f"pg_pack_strategy={value!r} is not honoured: judger actors are not placed in a CPU "
+                "placement group (neither are XTuner's judger actors, where the field only shapes "
+                "AutoCPUWorkers groups); they are spread over the nodes as with 'SPREAD'. Leave it at "
+                "'SPREAD' or remove it"
+            )
+        return value
 
 
 class JudgerConfig(BaseModel):

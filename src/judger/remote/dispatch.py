@@ -128,7 +128,7 @@ class Dispatcher:
         self.max_retries = max_retries
         self._cond: asyncio.Condition | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn = 0
+        self._turn = -1  # ties go to replica 0 first, then in turn (XTuner's round-robin order)
         self._isolated_waiting = 0
 
     # --- capacity --------------------------------------------------------------------------------
