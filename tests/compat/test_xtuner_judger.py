@@ -5,7 +5,10 @@ file from the bundled GSM8K test set when ``VERL_ROLLOUT_DATA_PATH`` is unset (s
 ``judger.testing.xtuner``); every test body is XTuner's, byte for byte. The
 deliberate differences are applied at the end of the file, each as a strict xfail with its reason,
 and listed in the README's XTuner table; judger's own behaviour there is tested beside them.
+Kept as XTuner wrote it: neither linted nor formatted.
 """
+# ruff: noqa
+# fmt: off
 
 import os
 import json

@@ -1,0 +1,74 @@
+"""Finding 13: XTuner's resource-manager functions, config fields and RolloutState fields."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judger import CPUResourcesConfig, RolloutState
+from judger.remote.resources import (
+    ClusterCapacity,
+    CPUResourceManager,
+    clear_cpu_resource_manager,
+    get_cpu_resource_manager,
+    register_cpu_resources,
+    set_cpu_resource_manager,
+)
+from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+
+GIB = 1024**3
+
+
+def four_cpus() -> ClusterCapacity:
+    return ClusterCapacity(4.0, 8.0 * GIB, 0.0, 0.0, 4.0, 8.0 * GIB)
+
+
+def test_xtuners_resource_manager_functions() -> None:
+    previous = get_cpu_resource_manager()
+    try:
+        manager = CPUResourceManager(accelerator_placement_groups=None, capacity=four_cpus)
+        set_cpu_resource_manager(manager)
+        assert get_cpu_resource_manager() is manager and CPUResourceManager.instance() is manager
+        name = register_cpu_resources(
+            "judger:gsm8k", CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1)
+        )
+        assert name == "judger:gsm8k" and manager.get(name).num_workers == 2 and list(manager.pools) == [name]
+        assert register_cpu_resources("judger:gsm8k", CPUResourcesConfig()) == "judger:gsm8k#2"
+        with pytest.raises(RuntimeError, match="Insufficient CPU resources"):
+            register_cpu_resources("judger:big", CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1))
+        assert sorted(manager.pools) == ["judger:gsm8k", "judger:gsm8k#2"]  # the failed one rolled back
+        with pytest.raises(KeyError, match="Unknown external CPU resource pool"):
+            manager.get("judger:big")
+        clear_cpu_resource_manager()
+        assert get_cpu_resource_manager() is None
+    finally:
+        set_cpu_resource_manager(previous)
+
+
+def test_pg_pack_strategy() -> None:
+    assert CPUResourcesConfig(pg_pack_strategy="SPREAD").pg_pack_strategy == "SPREAD"
+    with pytest.raises(ValueError, match="'PACK' is not honoured: judger actors are not placed"):
+        CPUResourcesConfig(pg_pack_strategy="PACK")
+    with pytest.raises(ValueError, match="must be one of"):
+        CPUResourcesConfig(pg_pack_strategy="TIGHT")
+
+
+def test_rollout_state_takes_xtuners_fields() -> None:
+    state = RolloutState(
+        message=[{"role": "user", "content": "q"}],
+        uid=7,
+        mm_info={"pixel_values": np.zeros((2, 3)), "num_img_tokens": [4]},
+        routed_experts=np.zeros((3, 2), dtype=np.int32),
+        position_ids=np.arange(5),
+        response_model_steps=[3, 3, 4],
+        proxy_attn_flops=1.5e9,
+    )
+    assert state.rollout_id == 7 and state.uid == 7  # XTuner's deprecated alias, kept equal
+    assert RolloutState(rollout_id=3).uid == 3
+    assert state.routed_experts.shape == (3, 2) and state.response_model_steps == [3, 3, 4]
+    copy = state.model_copy(deep=True)
+    assert copy.mm_info is not None and copy.mm_info["num_img_tokens"] == [4]
+
+
+def test_single_turn_agent_loop_config_takes_hf_checkpoint() -> None:
+    assert SingleTurnAgentLoopConfig(hf_checkpoint="/models/qwen").hf_checkpoint == "/models/qwen"
