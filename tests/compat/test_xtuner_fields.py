@@ -35,7 +35,7 @@ def test_xtuners_resource_manager_functions() -> None:
         assert name == "judger:gsm8k" and manager.get(name).num_workers == 2 and list(manager.pools) == [name]
         assert register_cpu_resources("judger:gsm8k", CPUResourcesConfig()) == "judger:gsm8k#2"
         with pytest.raises(RuntimeError, match="Insufficient CPU resources"):
-            register_cpu_resources("judger:big", CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1))
+            register_cpu_resources("judger:big", two)
         assert sorted(manager.pools) == ["judger:gsm8k", "judger:gsm8k#2"]  # the failed one rolled back
         with pytest.raises(KeyError, match="Unknown external CPU resource pool"):
             manager.get("judger:big")
