@@ -29,9 +29,8 @@ def test_xtuners_resource_manager_functions() -> None:
         manager = CPUResourceManager(accelerator_placement_groups=None, capacity=four_cpus)
         set_cpu_resource_manager(manager)
         assert get_cpu_resource_manager() is manager and CPUResourceManager.instance() is manager
-        name = register_cpu_resources(
-            "judger:gsm8k", CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1)
-        )
+        two = CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1)
+        name = register_cpu_resources("judger:gsm8k", two)
         assert name == "judger:gsm8k" and manager.get(name).num_workers == 2 and list(manager.pools) == [name]
         assert register_cpu_resources("judger:gsm8k", CPUResourcesConfig()) == "judger:gsm8k#2"
         with pytest.raises(RuntimeError, match="Insufficient CPU resources"):
