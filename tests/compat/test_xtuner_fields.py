@@ -71,3 +71,35 @@ def test_rollout_state_takes_xtuners_fields() -> None:
 
 def test_single_turn_agent_loop_config_takes_hf_checkpoint() -> None:
     assert SingleTurnAgentLoopConfig(hf_checkpoint="/models/qwen").hf_checkpoint == "/models/qwen"
+
+
+class _JudgePayload:
+    """XTuner's actor protocol: ``judge_payload.remote(payload)`` (here a coroutine, as in its tests)."""
+
+    async def remote(self, payload: dict) -> dict:
+        import asyncio
+
+        if payload["response"] == "boom":
+            raise RuntimeError("actor exploded")
+        if payload["response"] == "hang":
+            await asyncio.sleep(60)
+        return {"score": float(payload["response"] == payload["label"])}
+
+
+class _XTunerActor:
+    def __init__(self) -> None:
+        self.judge_payload = _JudgePayload()
+
+
+async def test_remote_judger_in_xtuners_form_isolates_failures_and_hangs() -> None:
+    from judger import RemoteJudger, Status
+
+    judger = RemoteJudger(_XTunerActor(), judger_name="xt", call_timeout=0.5, max_retries=0)
+    assert judger.judger_name == "xt" and isinstance(judger.actor, _XTunerActor)
+    label = {"ground_truth": "7"}
+    states = [RolloutState(message=[], response=r, reward_model=label) for r in ("7", "boom", "hang")]
+    out = await judger.batch_judge(states)
+    assert out[0].reward == {"score": 1.0}
+    assert out[1].status is Status.FAILED and "actor exploded" in (out[1].error_msg or "")
+    assert out[2].status is Status.FAILED and "timeout" in (out[2].error_msg or "")
+    await judger.aclose()

@@ -93,5 +93,11 @@ class ForeignActor:
 
         return list(await asyncio.gather(*(one(p) for p in payloads)))
 
+    def kill(self, *, restart: bool) -> None:
+        """Kill the wrapped actor when it is a Ray actor (so that Ray restarts it on a hang)."""
+        from judger.remote.cluster import kill_actor
+
+        kill_actor(self.actor, restart=restart)
+
     async def _stats(self, _: Any = None) -> dict[str, Any]:
         return {"judger_name": self.judger_name, "foreign": type(self.actor).__name__}
