@@ -101,3 +101,18 @@ def test_handler_that_cannot_take_the_keywords_is_refused_at_build() -> None:
 
     with pytest.raises(ValueError, match="collide"):
         NativeJudger(reward_handler=lambda **kw: {"score": 1}, handler_kwargs={"label": 1})
+
+
+def test_required_parameters_beyond_the_convention_need_handler_kwargs() -> None:
+    def scaled(response: str, label: str, extra_info: dict, scale: float) -> dict:
+        return {"score": scale * (response == label)}
+
+    with pytest.raises(TypeError, match=r"missing required argument\(s\) \['scale'\]"):
+        NativeJudger(reward_handler=scaled)
+    assert NativeJudger(reward_handler=scaled, handler_kwargs={"scale": 2.0}).handler.kwargs == {"scale": 2.0}
+
+    def positional_only(response: str, label: str, extra_info: dict, /) -> dict:
+        return {"score": 0.0}
+
+    with pytest.raises(TypeError, match="positional only"):
+        NativeJudger(reward_handler=positional_only)

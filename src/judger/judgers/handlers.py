@@ -121,8 +121,19 @@ def _check_callable_by_keyword(
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return
+    # keywords supplied at call time by a wrapper (verl's reward_kwargs on a loaded RewardFunction)
+    supplied = set(names) | set(kwargs) | set(getattr(fn, "reward_kwargs", None) or ())
     try:
-        signature.bind(**dict.fromkeys(names), **kwargs)
+        signature.bind_partial(**dict.fromkeys(names), **kwargs)
+        missing = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in supplied
+        ]
+        if missing:
+            raise TypeError(f"missing required argument(s) {missing}")
     except TypeError as exc:
         shown = getattr(fn, "__qualname__", None) or type(fn).__name__
         call = ", ".join(f"{n}=..." for n in names)
