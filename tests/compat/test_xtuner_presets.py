@@ -97,3 +97,13 @@ def test_options_that_would_be_ignored_are_refused_by_name() -> None:
         MathJudgerConfig(reward_handler=lambda **kw: {"score": 1.0})
     with pytest.raises(ValueError, match="extra_info keys"):
         MathJudgerConfig(extra_info={"format_score": 0.1})
+
+
+def test_llm_verifier_refuses_handler_options() -> None:
+    from judger import CompassVerifierV2Config
+
+    CompassVerifierV2Config(hosts=["127.0.0.1:1"], request_timeout=5)
+    with pytest.raises(
+        ValueError, match=r"\['reward_handler', 'extra_info'\] are options of a reward_handler"
+    ):
+        CompassVerifierV2Config(hosts=["127.0.0.1:1"], reward_handler=lambda **kw: {}, extra_info={"a": 1})
