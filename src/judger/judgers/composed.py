@@ -275,7 +275,8 @@ class ComposedJudger(Judger):
             async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
                 merged = await maybe_await(self.merge_fn(rollout_state, rewards))
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise type(exc)(
+            kind = next(k for k in (KeyError, IndexError, TypeError, AttributeError) if isinstance(exc, k))
+            raise kind(
                 f"merge_fn raised {type(exc).__name__}: {exc} on one RolloutState; if it expects the "
                 "seed's list form merge_fn(list[RolloutState], {branch: list[output]}), pass "
                 "merge_batch=True or annotate its first parameter as list[RolloutState]"
