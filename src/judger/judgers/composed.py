@@ -269,11 +269,11 @@ class ComposedJudger(Judger):
             if deferred is not None:  # batch_judge merges the whole batch at its end
                 deferred.append((rollout_state, rewards))
                 return rollout_state
-            (merged,) = await self._merge_lists([rollout_state], {n: [r] for n, r in rewards.items()})
-            return merged
+            (one,) = await self._merge_lists([rollout_state], {n: [r] for n, r in rewards.items()})
+            return one
         try:
             async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
-                merged = await maybe_await(self.merge_fn(rollout_state, rewards))
+                merged: Any = await maybe_await(self.merge_fn(rollout_state, rewards))
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             kind = next(k for k in (KeyError, IndexError, TypeError, AttributeError) if isinstance(exc, k))
             raise kind(
@@ -299,7 +299,7 @@ class ComposedJudger(Judger):
         """One call of a list-form merge_fn, its result checked: a list of as many states."""
         assert self.merge_fn is not None
         async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
-            merged = await maybe_await(self.merge_fn(states, judged))
+            merged: Any = await maybe_await(self.merge_fn(states, judged))
         if not isinstance(merged, list):
             raise TypeError(
                 f"{self.judger_name!r}: list-form merge_fn returned {type(merged).__name__} for "

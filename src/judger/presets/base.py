@@ -210,7 +210,7 @@ class ScorerJudgerConfig(JudgerConfig):
         """Extra keyword arguments of :meth:`judger_class` (e.g. ``response_window``)."""
         return {}
 
-    def build_local(self) -> Judger:  # type: ignore[override]
+    def build_local(self) -> Judger:
         if self.reward_handler is not None:
             from judger.presets.xtuner_options import build_with_handler
 

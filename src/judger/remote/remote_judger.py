@@ -88,8 +88,9 @@ class RemoteJudger(RayJudger):
             local = local if local is not None else preprocess_judger
         resources = judger_config.cpu_resources
         # the actor builds the judger locally; it must not try to go remote again
-        self.judger_config = judger_config.model_copy(update={"cpu_resources": None})
-        local = local if local is not None else self.judger_config.build_local()
+        actor_config = judger_config.model_copy(update={"cpu_resources": None})
+        self.judger_config: JudgerConfig | None = actor_config
+        local = local if local is not None else actor_config.build_local()
         if num_cpus is None:
             num_cpus = resources.num_cpus_per_worker if resources else 1.0
         if memory is None and resources is not None:
@@ -97,7 +98,7 @@ class RemoteJudger(RayJudger):
         if actor is None:
             ensure_ray()
             actor = spawn_actor(
-                self.judger_config,
+                actor_config,
                 num_cpus=num_cpus,
                 memory=memory,
                 max_concurrency=max_in_flight + _SPARE_ACTOR_CALLS,

@@ -3,9 +3,10 @@
 Used by ``tests/compat/test_xtuner_judger.py`` (XTuner's test file with only its imports changed).
 
 
-- ``JudgerServer``: XTuner starts a FastAPI app whose ``/judge`` scores GSM8K by the URL-handler
-  protocol; here it is judger's own server (``judger.server.create_app``) over the GSM8K preset,
-  bound to 127.0.0.1 on a free port (XTuner's fixed port may be taken on a shared machine).
+- ``JudgerServer``: as XTuner's, a FastAPI app whose ``POST /judge`` takes the URL-handler protocol
+  (``{"response", "label", "extra_info"}``) and answers GSM8K's reward, here judger's GSM8K preset
+  with XTuner's ``extra_info`` (``score``, ``format_score``); bound to 127.0.0.1 on a free port
+  (XTuner's fixed port may be taken on a shared machine).
 - ``GSM8KRemoteJudgerConfig``: XTuner's JudgerConfig subclass with a URL ``reward_handler``.
 - ``get_eos_token``: the ``eos_token_id`` of a checkpoint's ``generation_config.json``.
 
@@ -33,15 +34,32 @@ from judger.testing.servers import LoopbackServer
 ROWS = 48
 
 
+def gsm8k_app() -> Any:
+    """XTuner's test server: ``POST /judge`` with the URL-handler protocol, GSM8K's reward back."""
+    from fastapi import FastAPI
+
+    from judger.core.rollout import RolloutState
+    from judger.presets.gsm8k import GSM8KJudgerConfig
+
+    app = FastAPI()
+
+    @app.post("/judge")
+    async def judge(request: dict[str, Any]) -> dict[str, Any]:
+        config = GSM8KJudgerConfig.model_validate({"extra_info": dict(request.get("extra_info") or {})})
+        judger = config.build()
+        state = RolloutState(response=request["response"], reward_model={"ground_truth": request["label"]})
+        judged = await judger.judge(state)
+        return {"score": judged.reward["score"]} if judged.reward else {"error": judged.error_msg}
+
+    return app
+
+
 class JudgerServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 8000) -> None:
-        from judger.presets.gsm8k import GSM8KJudgerConfig
-        from judger.server.app import create_app
-
-        self._server = LoopbackServer(create_app(GSM8KJudgerConfig()))
+        self._server = LoopbackServer(gsm8k_app())
         self.host = "127.0.0.1"
         self.port = self._server.port
-        self.url = f"http://{self.host}:{self.port}/reward"
+        self.url = f"http://{self.host}:{self.port}/judge"
 
     def start(self) -> None:
         self._server.start()
@@ -65,9 +83,9 @@ def get_eos_token(model_path: str) -> int | list[int]:
 
 
 def _write_gsm8k_rows(path: str, rows: int = ROWS) -> None:
-    from judger.trainer.io import example_data
+    from importlib.resources import files
 
-    with open(example_data("gsm8k_test.jsonl"), encoding="utf-8") as f:
+    with (files("judger") / "data" / "gsm8k_test.jsonl").open(encoding="utf-8") as f:
         items = [json.loads(line) for _, line in zip(range(rows), f)]
     with open(path, "w", encoding="utf-8") as out:
         for i, item in enumerate(items):

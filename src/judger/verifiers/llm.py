@@ -238,7 +238,12 @@ class LLMVerifierFields(JudgerConfig):
     @model_validator(mode="after")
     def _refuse_handler_options(self) -> LLMVerifierFields:
         # inherited from JudgerConfig, but a verifier grades with its LLM: never silently ignore them
-        defaults = {"reward_handler": None, "extra_info": {}, "batched": None, "handler_kwargs": {}}
+        defaults: dict[str, Any] = {
+            "reward_handler": None,
+            "extra_info": {},
+            "batched": None,
+            "handler_kwargs": {},
+        }
         unused = [name for name, default in defaults.items() if getattr(self, name) != default]
         unused += [name for name in ("num_threads", "execution") if name in self.model_fields_set]
         if unused:
