@@ -52,15 +52,16 @@ class RoutingError(JudgerError):
         return str(self.args[0]) if self.args else ""
 
 
-class RoutingValueError(RoutingError, ValueError):
+# private: callers catch RoutingError, or the builtin type XTuner raises
+class _RoutingValueError(RoutingError, ValueError):
     pass
 
 
-class RoutingKeyError(RoutingError, KeyError):
+class _RoutingKeyError(RoutingError, KeyError):
     pass
 
 
-class RoutingTypeError(RoutingError, TypeError):
+class _RoutingTypeError(RoutingError, TypeError):
     pass
 
 
@@ -156,44 +157,44 @@ class ComposedJudger(Judger):
         """The branch names ``data_source`` selects, or a :class:`RoutingError` with XTuner's message."""
         known = sorted(self.branches)
         if data_source is None:
-            raise RoutingValueError(
+            raise _RoutingValueError(
                 "ComposedJudger requires rollout_state.data_source to route judger branches. "
                 f"judger={self.judger_name!r}, available={known}: set data_source to a branch name or "
                 "a dict {branch: weight}"
             )
         if isinstance(data_source, str):
             if data_source not in self.branches:
-                raise RoutingKeyError(
+                raise _RoutingKeyError(
                     f"Unknown judger branch from data_source: {data_source!r}, available={known} "
                     f"(judger {self.judger_name!r})"
                 )
             return [data_source]
         if isinstance(data_source, dict):
             if not data_source:
-                raise RoutingValueError(
+                raise _RoutingValueError(
                     "ComposedJudger data_source dict must contain at least one judger branch. "
                     f"available={known}"
                 )
             for key in data_source:
                 if not isinstance(key, str):
-                    raise RoutingTypeError(
+                    raise _RoutingTypeError(
                         f"ComposedJudger data_source dict keys must be strings, got {key!r}; "
                         f"keys are branch names, available={known}"
                     )
                 if key not in self.branches:
-                    raise RoutingKeyError(
+                    raise _RoutingKeyError(
                         f"Unknown judger branch from data_source: {key!r}, available={known} "
                         f"(judger {self.judger_name!r})"
                     )
             names = list(data_source)
             if len(names) > 1 and self.merge_fn is None:
-                raise RoutingValueError(
+                raise _RoutingValueError(
                     "ComposedJudger selected multiple branches but merge_fn is not provided. "
                     f"selected_keys={names!r} (judger {self.judger_name!r}); pass merge_fn "
                     "(e.g. judger.weighted_sum) to combine their rewards"
                 )
             return names
-        raise RoutingTypeError(
+        raise _RoutingTypeError(
             "ComposedJudger data_source must be a branch name string or a dict of branch names, "
             f"got {type(data_source).__name__}: {data_source!r}. available={known}"
         )
@@ -257,7 +258,7 @@ class ComposedJudger(Judger):
             ((name, out),) = outputs.items()
             return await maybe_await(self.branch(name).postprocess(rollout_state, out))
         if self.merge_fn is None:
-            raise RoutingValueError(
+            raise _RoutingValueError(
                 "ComposedJudger selected multiple branches but merge_fn is not provided. "
                 f"selected_keys={list(outputs)!r} (judger {self.judger_name!r})"
             )
