@@ -169,7 +169,10 @@ class RewardHandler:
 
     def bind(self, *args: Any) -> dict[str, Any]:
         """The keyword arguments of one call, from :meth:`call_args`'s positional form."""
-        return {**dict(zip(self.names, args)), **self.kwargs}
+        named = dict(zip(self.names, args))
+        if self.kwargs:
+            named.update(self.kwargs)
+        return named
 
     def call(self, *args: Any) -> Any:
         assert not isinstance(self.target, str)
