@@ -103,3 +103,36 @@ async def test_remote_judger_in_xtuners_form_isolates_failures_and_hangs() -> No
     assert out[1].status is Status.FAILED and "actor exploded" in (out[1].error_msg or "")
     assert out[2].status is Status.FAILED and "timeout" in (out[2].error_msg or "")
     await judger.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+async def test_remote_judger_in_xtuners_form_over_real_ray_actors(ray_cluster: object) -> None:
+    import ray
+
+    from judger import JudgerPool, RemoteJudger, Status
+    from judger.remote.cluster import spawn_actor
+    from judger.testing.ray import ToolJudgerConfig
+    from judger.testing.xtuner import XTunerJudgerActor
+
+    cfg = ToolJudgerConfig(judger_name="tool")
+    # an actor of XTuner's protocol (only judge_payload) and one of judger's own JudgerActor
+    xtuner_actor = ray.remote(XTunerJudgerActor).options(num_cpus=0.1).remote(cfg)
+    judger_actor = spawn_actor(cfg, num_cpus=0.1, memory=None, max_concurrency=16)
+    replicas = [
+        RemoteJudger(actor, judger_name="tool", preprocess_judger=cfg.build_local())
+        for actor in (xtuner_actor, judger_actor)
+    ]
+    pool = JudgerPool(replicas=replicas, judger_name="tools")
+    label = {"ground_truth": "7"}
+    states = [
+        RolloutState(message=[], response=r, reward_model=label, extra_fields={"tool_trace": ["calc"]})
+        for r in ("7", "8", "boom", "7")
+    ]
+    out = await pool.batch_judge(states)
+    # ToolJudger's own preprocess / postprocess ran on the driver, its judge_payload in the actors
+    assert [s.reward["score"] if s.reward else None for s in out] == [0.9, -0.1, None, 0.9]
+    assert out[0].reward is not None and out[0].reward["tools_used"] == ["calc"]
+    assert out[2].status is Status.FAILED and "cannot parse answer 'boom'" in (out[2].error_msg or "")
+    assert set(pool.get_worker_status()) == {"tools[0]", "tools[1]"}
+    await pool.aclose()

@@ -117,3 +117,17 @@ def provide_gsm8k_rollouts(rows: int = ROWS) -> str:
         _write_gsm8k_rows(path, rows)
         os.environ["VERL_ROLLOUT_DATA_PATH"] = path
     return path
+
+
+class XTunerJudgerActor:
+    """XTuner's ``JudgerActor``: builds the config's local judger, offers only ``judge_payload``.
+
+    Wrapped with ``ray.remote`` in tests, it is an actor of XTuner's protocol for
+    ``RemoteJudger(actor, judger_name=..., preprocess_judger=...)``.
+    """
+
+    def __init__(self, judger_config: JudgerConfig) -> None:
+        self.judger = judger_config.build_local()
+
+    async def judge_payload(self, payload: Any) -> Any:
+        return await self.judger.judge_payload(payload)
