@@ -288,3 +288,24 @@ async def test_list_merge_returning_a_wrong_length_fails_its_samples() -> None:
     both = {"correctness": 1, "format": 1}
     out = await composed(merge_fn=short).batch_judge([state("7", both), state("8", both)])
     assert all(s.status is Status.FAILED and "returned 1 states for 2" in s.error_msg for s in out)
+
+
+async def test_nested_list_form_merges_inside_a_list_form_batch() -> None:
+    def merge(original: list[RolloutState], judged: dict[str, list[dict]]) -> list[RolloutState]:
+        return weighted_sum(original, judged)
+
+    inner = ComposedJudgerConfig(
+        branches={"correctness": cfg("correctness", correctness), "format": cfg("format", fmt)},
+        merge_fn=merge,
+        judger_name="math",
+    )
+    outer = ComposedJudgerConfig(
+        branches={"math": inner, "length": cfg("length", length)}, merge_fn=merge
+    ).build()
+    out = await outer.batch_judge(
+        [state("7", {"math": 0.5, "length": 2.0}), state("8", {"math": 1, "length": 1})]
+    )
+    assert [s.reward["score"] if s.reward else s.error_msg for s in out] == [
+        pytest.approx(0.5 * 2.0 + 2.0 * 1.0),
+        pytest.approx(1.0 * 1.0 + 1.0 * 1.0),
+    ]

@@ -355,7 +355,11 @@ async def _branch_reward(branch: Judger, state: RolloutState, output: JudgerOutp
     if not isinstance(branch, ComposedJudger):
         return output
     scratch = state.model_copy(update={"reward": None})  # shallow: big fields are shared, not copied
-    return (await branch.postprocess(scratch, output)).reward or {}
+    token = _DEFERRED.set(None)  # a nested composition merges now, never into its parent's batch
+    try:
+        return (await branch.postprocess(scratch, output)).reward or {}
+    finally:
+        _DEFERRED.reset(token)
 
 
 def weighted_sum(original: Any, judged: dict[str, Any]) -> Any:
