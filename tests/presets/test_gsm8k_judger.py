@@ -178,11 +178,11 @@ async def test_large_batch_yields_to_the_event_loop() -> None:
 
 async def test_as_a_composed_branch() -> None:
     composed = ComposedJudgerConfig(branches={"openai/gsm8k": GSM8KJudgerConfig()}).build()
-    states = await composed.batch_judge(
-        [state("#### 72", data_source="openai/gsm8k"), state("#### 1", data_source="x")]
-    )
+    states = await composed.batch_judge([state("#### 72", data_source="openai/gsm8k")])
     assert states[0].reward == {"score": 1.0, "acc": True, "pred": "72"}
-    assert states[1].status == Status.FAILED
+    # an unknown data_source is a configuration error: it raises, it is not a FAILED sample
+    with pytest.raises(KeyError, match="Unknown judger branch from data_source: 'x'"):
+        await composed.batch_judge([state("#### 1", data_source="x")])
 
 
 def test_config_round_trips_through_json() -> None:

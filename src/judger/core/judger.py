@@ -135,8 +135,10 @@ class Judger(BaseJudger):
             "task_name": rollout_state.task_name,
         }
 
-    @abstractmethod
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch: ...
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
+        # not abstract: a driver-side Judger that only overrides preprocess/postprocess (XTuner's
+        # RemoteJudger(preprocess_judger=...)) must be constructible
+        raise NotImplementedError(f"{type(self).__name__}.judge_payload() is not implemented.")
 
     def postprocess(
         self, rollout_state: RolloutState, output: JudgerOutput

@@ -75,6 +75,11 @@ class RolloutState(BaseModel):
 
     Per-sample data that has no field of its own belongs in ``extra_fields``; the verl row's
     ``extra_info`` lives at ``extra_fields["extra_info"]`` and is passed to reward handlers.
+
+    XTuner's multimodal and MoE fields (``mm_info``, ``routed_experts``, ``position_ids``,
+    ``response_model_steps``, ``proxy_attn_flops``) are accepted and carried as given (arrays and
+    Ray ObjectRefs included); no judger reads them and they never enter a payload. ``uid`` is
+    XTuner's deprecated alias of ``rollout_id``: whichever is set fills the other, as in XTuner.
     """
 
     # validate_assignment stays off: judgers write ``reward`` once per sample and re-validating the
@@ -84,7 +89,9 @@ class RolloutState(BaseModel):
     message: list[dict[str, Any]] = Field(default_factory=list)
     prompt_ids: TokenIds = None
     num_tokens: int | None = None
+    proxy_attn_flops: float | None = None
     data_source: dict[str, Any] | str | None = None
+    mm_info: dict[str, Any] | None = None
     reward_model: dict[str, Any] | None = None
     group_id: int | str | None = None
     session_id: int | str | None = None
@@ -98,14 +105,18 @@ class RolloutState(BaseModel):
     tool_calls: list[Any] | None = None
     response_ids: TokenIds = None
     logprobs: Floats = None
+    routed_experts: Any = None  # XTuner: np.ndarray | ObjectRef | list[ObjectRef]
     finish_reason: str | None = None
     response_mask: TokenIds = None
+    response_model_steps: TokenIds = None
     seq_staleness: int = 0
     input_ids: TokenIds = None
     labels: TokenIds = None
     reward: dict[str, Any] | None = None
+    uid: int | str | None = None
     status: Status = Status.INIT
     error_msg: str | None = None
+    position_ids: Any = None  # XTuner: np.ndarray
     extra_fields: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -124,6 +135,13 @@ class RolloutState(BaseModel):
                     f"RolloutState has no field {', '.join(hints)}; put task-specific data in "
                     "extra_fields={...} instead"
                 )
+            # XTuner keeps its deprecated ``uid`` equal to ``rollout_id``; done here, not in a
+            # post-init hook, so that states without either cost nothing more to build
+            rollout_id, uid = data.get("rollout_id"), data.get("uid")
+            if rollout_id is not None and uid != rollout_id:
+                data = {**data, "uid": rollout_id}
+            elif rollout_id is None and uid is not None:
+                data = {**data, "rollout_id": uid}
         return data
 
     @property

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from judger.core.deadlines import judge_deadline
+from judger.core.errors import JudgerError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
@@ -23,11 +26,57 @@ from judger.core.judger import (
 )
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
-from judger.judgers.handlers import import_object
+from judger.judgers.handlers import BATCH_ATTR, import_object
 
-MergeFn = Callable[[RolloutState, dict[str, JudgerOutput]], RolloutState | Awaitable[RolloutState]]
+MergeFn = Callable[..., RolloutState | list[RolloutState] | Awaitable[RolloutState | list[RolloutState]]]
+"""``merge_fn(state, {branch: output}) -> state``, or in the seed's list form
+``merge_fn(list[state], {branch: list[output]}) -> list[state]``."""
 
 _BRANCHES = "branches"
+
+# Multi-branch samples of the batch_judge in progress whose list-form merge waits for the batch's end.
+_DEFERRED: contextvars.ContextVar[list[tuple[RolloutState, dict[str, JudgerOutput]]] | None] = (
+    contextvars.ContextVar("judger_composed_deferred_merges", default=None)
+)
+
+
+class RoutingError(JudgerError):
+    """``data_source`` cannot be routed, or needs a merge_fn there is none of: a configuration error.
+
+    Raised whatever ``on_error`` says, as the seed raises it: a bad route is not a failure of one
+    sample's answer and must not turn into a FAILED sample that training silently skips.
+    """
+
+    def __str__(self) -> str:
+        # KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+# private: callers catch RoutingError, or the builtin type XTuner raises
+class _RoutingValueError(RoutingError, ValueError):
+    pass
+
+
+class _RoutingKeyError(RoutingError, KeyError):
+    pass
+
+
+class _RoutingTypeError(RoutingError, TypeError):
+    pass
+
+
+def merge_takes_lists(merge_fn: Callable[..., Any]) -> bool:
+    """Whether ``merge_fn`` speaks the seed's list form: marked with :func:`judger.batch_handler`,
+    or its first parameter annotated with a list (``RolloutState | list[RolloutState]``)."""
+    if getattr(merge_fn, BATCH_ATTR, False):
+        return True
+    try:
+        params = list(inspect.signature(merge_fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not params or params[0].annotation is inspect.Parameter.empty:
+        return False
+    return "list" in str(params[0].annotation).lower()
 
 
 def check_branches(branches: dict[Any, Any]) -> None:
@@ -41,11 +90,16 @@ def check_branches(branches: dict[Any, Any]) -> None:
             continue
         if isinstance(branch, BaseJudger):
             raise TypeError(
-                f"branch {name!r} ({type(branch).__name__}) only subclasses BaseJudger; ComposedJudger "
-                "composes Judger subclasses through preprocess -> judge_payload -> postprocess, so "
-                "branches never write the same RolloutState concurrently. Subclass Judger instead."
+                "ComposedJudger branch must inherit Judger, not only BaseJudger. "
+                f"branch={name!r}, type={type(branch).__name__}: it only subclasses BaseJudger; "
+                "ComposedJudger composes Judger subclasses through preprocess -> judge_payload -> "
+                "postprocess, so branches never write the same RolloutState concurrently. "
+                "Subclass Judger instead."
             )
-        raise TypeError(f"branch {name!r} must be a Judger (or a judger config), got {type(branch).__name__}")
+        raise TypeError(
+            "ComposedJudger branch must be a Judger instance (or a judger config). "
+            f"branch={name!r}, type={type(branch).__name__}"
+        )
 
 
 class ComposedJudger(Judger):
@@ -54,15 +108,21 @@ class ComposedJudger(Judger):
     - ``data_source`` a str: that one branch judges; its reward is the reward.
     - ``data_source`` a dict: its keys select branches, which run concurrently; ``merge_fn(state,
       {branch: output})`` builds the reward (:func:`judger.weighted_sum` uses the dict's values as
-      weights). ``merge_fn`` may be sync or async and is called once per sample, also in
-      ``batch_judge``, which routes every sample by its own ``data_source`` (mixed batches work and
-      each branch gets one batched call).
-    - None, an empty dict, an unknown branch, a non-str key or any other type is an error for that
-      sample (ValueError / KeyError / TypeError as in XTuner), reported per ``on_error``.
+      weights). ``merge_fn`` may be sync or async. ``batch_judge`` routes every sample by its own
+      ``data_source`` (mixed batches work and each branch gets one batched call).
+    - ``merge_batch`` (None: decided by :func:`merge_takes_lists`): the seed's list form, where
+      ``merge_fn(list[state], {branch: list[output]})`` returns the list of states. ``batch_judge``
+      then calls it once per set of selected branches, and ``judge`` with lists of one. Otherwise
+      ``merge_fn`` is called once per sample, in ``batch_judge`` too.
+    - None, an empty dict, an unknown branch, a non-str key, any other type, or several branches
+      without a merge_fn is a configuration error: it raises (ValueError / KeyError / TypeError
+      with XTuner's messages, as :class:`RoutingError`) whatever ``on_error`` says.
 
     A ComposedJudger can itself be a branch: it is selected by its own name, then runs those of its
     branches named in ``data_source``, or all of them when ``data_source`` names none.
     """
+
+    merge_batch: bool = False  # subclasses that skip __init__ merge per sample
 
     def __init__(
         self,
@@ -73,6 +133,7 @@ class ComposedJudger(Judger):
         on_error: OnError = "fail",
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        merge_batch: bool | None = None,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         check_branches(branches)
@@ -82,6 +143,9 @@ class ComposedJudger(Judger):
         if merge_fn is not None and not callable(merge_fn):
             raise TypeError(f"merge_fn must be callable or an import string, got {type(merge_fn).__name__}")
         self.merge_fn = merge_fn
+        if merge_batch is None:
+            merge_batch = merge_fn is not None and merge_takes_lists(merge_fn)
+        self.merge_batch = merge_batch
 
     # --- routing ---------------------------------------------------------------------------------
 
@@ -90,39 +154,55 @@ class ComposedJudger(Judger):
         return self.branches[name]
 
     def route(self, data_source: Any) -> list[str]:
-        """The branch names ``data_source`` selects, or the XTuner-compatible error."""
-        known = list(self.branches)
+        """The branch names ``data_source`` selects, or a :class:`RoutingError` with XTuner's message."""
+        known = sorted(self.branches)
         if data_source is None:
-            raise ValueError(
-                f"RolloutState.data_source is None; {self.judger_name!r} routes by data_source: set it to "
-                f"a branch name (one of {known}) or a dict {{branch: weight}}"
+            raise _RoutingValueError(
+                "ComposedJudger requires rollout_state.data_source to route judger branches. "
+                f"judger={self.judger_name!r}, available={known}: set data_source to a branch name or "
+                "a dict {branch: weight}"
             )
         if isinstance(data_source, str):
             if data_source not in self.branches:
-                raise KeyError(
-                    f"data_source {data_source!r} is not a branch of {self.judger_name!r}; known: {known}"
+                raise _RoutingKeyError(
+                    f"Unknown judger branch from data_source: {data_source!r}, available={known} "
+                    f"(judger {self.judger_name!r})"
                 )
             return [data_source]
         if isinstance(data_source, dict):
             if not data_source:
-                raise ValueError(f"data_source is an empty dict; name at least one branch of {known}")
+                raise _RoutingValueError(
+                    "ComposedJudger data_source dict must contain at least one judger branch. "
+                    f"available={known}"
+                )
             for key in data_source:
                 if not isinstance(key, str):
-                    raise TypeError(f"data_source keys must be branch names (str), got {key!r}")
+                    raise _RoutingTypeError(
+                        f"ComposedJudger data_source dict keys must be strings, got {key!r}; "
+                        f"keys are branch names, available={known}"
+                    )
                 if key not in self.branches:
-                    raise KeyError(
-                        f"data_source key {key!r} is not a branch of {self.judger_name!r}; known: {known}"
+                    raise _RoutingKeyError(
+                        f"Unknown judger branch from data_source: {key!r}, available={known} "
+                        f"(judger {self.judger_name!r})"
                     )
             names = list(data_source)
             if len(names) > 1 and self.merge_fn is None:
-                raise ValueError(
-                    f"data_source selects {len(names)} branches {names} of {self.judger_name!r} but no "
-                    "merge_fn was given; pass merge_fn (e.g. judger.weighted_sum) to combine their rewards"
+                raise _RoutingValueError(
+                    "ComposedJudger selected multiple branches but merge_fn is not provided. "
+                    f"selected_keys={names!r} (judger {self.judger_name!r}); pass merge_fn "
+                    "(e.g. judger.weighted_sum) to combine their rewards"
                 )
             return names
-        raise TypeError(
-            f"data_source must be a str or a dict of branch names, got {type(data_source).__name__}"
+        raise _RoutingTypeError(
+            "ComposedJudger data_source must be a branch name string or a dict of branch names, "
+            f"got {type(data_source).__name__}: {data_source!r}. available={known}"
         )
+
+    def capture(self, state: RolloutState, exc: BaseException) -> RolloutState:
+        if isinstance(exc, RoutingError):
+            raise exc  # a configuration error, not this sample's failure
+        return super().capture(state, exc)
 
     def _route_nested(self, data_source: Any) -> list[str]:
         if isinstance(data_source, dict):
@@ -178,12 +258,33 @@ class ComposedJudger(Judger):
             ((name, out),) = outputs.items()
             return await maybe_await(self.branch(name).postprocess(rollout_state, out))
         if self.merge_fn is None:
-            raise ValueError(f"{self.judger_name!r}: several branches ran but there is no merge_fn")
+            raise _RoutingValueError(
+                "ComposedJudger selected multiple branches but merge_fn is not provided. "
+                f"selected_keys={list(outputs)!r} (judger {self.judger_name!r})"
+            )
         rewards = {
             name: await _branch_reward(self.branch(name), rollout_state, out) for name, out in outputs.items()
         }
-        async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
-            merged = await maybe_await(self.merge_fn(rollout_state, rewards))
+        if self.merge_batch:
+            deferred = _DEFERRED.get()
+            if deferred is not None:  # batch_judge merges the whole batch at its end
+                deferred.append((rollout_state, rewards))
+                return rollout_state
+            (one,) = await self._merge_lists([rollout_state], {n: [r] for n, r in rewards.items()})
+            return one
+        try:
+            async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
+                merged: Any = await maybe_await(self.merge_fn(rollout_state, rewards))
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            kind = next(k for k in (KeyError, IndexError, TypeError, AttributeError) if isinstance(exc, k))
+            raise kind(
+                f"merge_fn raised {type(exc).__name__}: {exc} on one RolloutState; if it expects the "
+                "seed's list form merge_fn(list[RolloutState], {branch: list[output]}), pass "
+                "merge_batch=True or annotate its first parameter as list[RolloutState]"
+            ) from exc
+        return self._check_merged(merged)
+
+    def _check_merged(self, merged: Any) -> RolloutState:
         if not isinstance(merged, RolloutState):
             raise TypeError(
                 f"{self.judger_name!r}: merge_fn returned {type(merged).__name__}; it must return the "
@@ -192,6 +293,52 @@ class ComposedJudger(Judger):
         if merged.reward is not None:
             merged.reward = check_output(merged.reward, f"{self.judger_name}.merge_fn")
         return merged
+
+    async def _merge_lists(
+        self, states: list[RolloutState], judged: dict[str, list[JudgerOutput]]
+    ) -> list[RolloutState]:
+        """One call of a list-form merge_fn, its result checked: a list of as many states."""
+        assert self.merge_fn is not None
+        async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
+            merged: Any = await maybe_await(self.merge_fn(states, judged))
+        if not isinstance(merged, list):
+            raise TypeError(
+                f"{self.judger_name!r}: list-form merge_fn returned {type(merged).__name__} for "
+                f"{len(states)} states; it must return the list of states it was given"
+            )
+        if len(merged) != len(states):
+            raise ValueError(
+                f"{self.judger_name!r}: list-form merge_fn returned {len(merged)} states for {len(states)}"
+            )
+        return [self._check_merged(m) for m in merged]
+
+    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        if not self.merge_batch:
+            return await super().batch_judge(rollout_states)
+        deferred: list[tuple[RolloutState, dict[str, JudgerOutput]]] = []
+        token = _DEFERRED.set(deferred)
+        try:
+            await super().batch_judge(rollout_states)
+        finally:
+            _DEFERRED.reset(token)
+        # the seed's list form: one merge_fn call per set of selected branches
+        groups: dict[tuple[str, ...], list[tuple[RolloutState, dict[str, JudgerOutput]]]] = {}
+        for state, rewards in deferred:
+            groups.setdefault(tuple(rewards), []).append((state, rewards))
+        for names, members in groups.items():
+            states = [state for state, _ in members]
+            judged = {name: [rewards[name] for _, rewards in members] for name in names}
+            try:
+                merged = await self._merge_lists(states, judged)
+            except Exception as exc:
+                for state in states:
+                    self.capture(state, exc)
+                continue
+            for state, result in zip(states, merged):
+                if result is not state:  # merge_fn built new states: carry their results over
+                    state.reward, state.status = result.reward, result.status
+                    state.error_msg = result.error_msg
+        return rollout_states
 
     async def aclose(self) -> None:
         await asyncio.gather(*(b.aclose() for b in self.branches.values()))
@@ -208,15 +355,25 @@ async def _branch_reward(branch: Judger, state: RolloutState, output: JudgerOutp
     if not isinstance(branch, ComposedJudger):
         return output
     scratch = state.model_copy(update={"reward": None})  # shallow: big fields are shared, not copied
-    return (await branch.postprocess(scratch, output)).reward or {}
+    token = _DEFERRED.set(None)  # a nested composition merges now, never into its parent's batch
+    try:
+        return (await branch.postprocess(scratch, output)).reward or {}
+    finally:
+        _DEFERRED.reset(token)
 
 
-def weighted_sum(original: RolloutState, judged: dict[str, JudgerOutput]) -> RolloutState:
+def weighted_sum(original: Any, judged: dict[str, Any]) -> Any:
     """Merge branch rewards as ``score = sum(weight[b] * score[b])``, weights from ``data_source``.
 
     ``data_source`` ``{"correctness": 0.9, "format": 0.1}`` gives those weights (a missing or
     non-dict data_source weighs every branch 1.0). Each branch's score is kept under its name.
+    Takes one state and its outputs, or the seed's list form (lists of states and of outputs).
     """
+    if isinstance(original, list):
+        return [
+            weighted_sum(state, {name: outputs[i] for name, outputs in judged.items()})
+            for i, state in enumerate(original)
+        ]
     weights = original.data_source if isinstance(original.data_source, dict) else {}
     reward: dict[str, Any] = {}
     total = 0.0

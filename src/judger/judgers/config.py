@@ -28,6 +28,26 @@ class CPUResourcesConfig(BaseModel):
     )
     num_cpus_per_worker: float = Field(1, gt=0, description="CPUs each actor reserves")
     cpu_memory_per_worker: int = Field(1024**3, gt=0, description="bytes of memory each actor reserves")
+    pg_pack_strategy: str = Field(
+        "SPREAD",
+        description="XTuner's field; judger actors run outside placement groups and are spread over "
+        "the nodes (Ray's SPREAD scheduling), so only 'SPREAD' is accepted",
+    )
+
+    @field_validator("pg_pack_strategy")
+    @classmethod
+    def _check_strategy(cls, value: str) -> str:
+        strategies = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+        if value not in strategies:
+            raise ValueError(f"pg_pack_strategy must be one of {strategies}, got {value!r}")
+        if value != "SPREAD":
+            raise ValueError(
+                f"pg_pack_strategy={value!r} is not honoured: judger actors are not placed in a CPU "
+                "placement group (neither are XTuner's judger actors, where the field only shapes "
+                "AutoCPUWorkers groups); they are spread over the nodes as with 'SPREAD'. Leave it at "
+                "'SPREAD' or remove it"
+            )
+        return value
 
 
 class JudgerConfig(BaseModel):
@@ -109,6 +129,11 @@ class ComposedJudgerConfig(BaseModel):
 
     branches: dict[str, Any]
     merge_fn: Callable[..., Any] | str | None = None
+    merge_batch: bool | None = Field(
+        None,
+        description="merge_fn takes the seed's list form (list of states, {branch: list of outputs}); "
+        "None: decide from the function (judger.batch_handler, or a list annotation)",
+    )
     judger_name: str = "composed_judger"
     on_error: Literal["fail", "raise"] = "fail"
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
@@ -151,6 +176,7 @@ class ComposedJudgerConfig(BaseModel):
         return ComposedJudger(
             branches,
             merge_fn=self.merge_fn,
+            merge_batch=self.merge_batch,
             judger_name=self.judger_name,
             on_error=self.on_error,
             timeout=self.timeout,

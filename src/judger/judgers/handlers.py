@@ -1,10 +1,14 @@
 """What a ``reward_handler`` can be, and how each kind is called.
 
 A handler is a sync function, an async function, an ``"package.module:function"`` import string,
-or an ``http(s)://`` URL. Functions take ``(response, label, extra_info)``; verl-style
-``compute_score(data_source, solution_str, ground_truth, extra_info, **kw)`` functions are
-recognised by their parameter names and called with verl's arguments. A *batch* handler takes the
-same arguments as lists and returns a list.
+or an ``http(s)://`` URL. Functions are called by keyword, exactly as XTuner calls them
+(``reward_handler(response=..., label=..., extra_info=...)``), so the order of their parameters
+does not matter and ``**kwargs`` handlers work; verl-style functions, recognised by a parameter
+named ``solution_str``, are called as verl calls them (``compute_score(data_source=...,
+solution_str=..., ground_truth=..., extra_info=...)``). A *batch* handler takes the same arguments
+as lists, under the plural names (``responses, labels, extra_infos`` or verl's ``data_sources,
+solution_strs, ground_truths, extra_infos``), and returns a list. A function that cannot take its
+convention's keywords is refused when the judger is built, naming its parameters.
 """
 
 from __future__ import annotations
@@ -20,6 +24,14 @@ HandlerKind = Literal["sync", "async", "url"]
 Signature = Literal["judger", "verl"]
 
 BATCH_ATTR = "__judger_batch__"
+
+# The keyword names each convention calls a handler with, in the order of ``call_args``.
+_NAMES: dict[tuple[Signature, bool], tuple[str, ...]] = {
+    ("judger", False): ("response", "label", "extra_info"),
+    ("judger", True): ("responses", "labels", "extra_infos"),
+    ("verl", False): ("data_source", "solution_str", "ground_truth", "extra_info"),
+    ("verl", True): ("data_sources", "solution_strs", "ground_truths", "extra_infos"),
+}
 
 
 def batch_handler(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,12 +77,16 @@ def _is_async(fn: Any) -> bool:
     )
 
 
+def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter] | None:
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # some builtins and C callables have no signature
+        return None
+
+
 def _signature_style(fn: Callable[..., Any]) -> tuple[Signature, bool]:
     """Which calling convention ``fn`` speaks, and whether its parameter names say "batch"."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return "judger", False
+    params = _parameters(fn) or {}
     if "solution_strs" in params:
         return "verl", True
     if "solution_str" in params:
@@ -78,6 +94,55 @@ def _signature_style(fn: Callable[..., Any]) -> tuple[Signature, bool]:
     if "responses" in params:
         return "judger", True
     return "judger", False
+
+
+def _keyword_names(fn: Callable[..., Any], signature: Signature, batched: bool) -> tuple[str, ...]:
+    """The names ``fn`` is called with. A batch handler written with the singular names (or a
+    single-sample one with the plural names) gets the lists under the names it declares."""
+    names = _NAMES[(signature, batched)]
+    params = _parameters(fn)
+    if params is not None and names[0] not in params:
+        other = _NAMES[(signature, not batched)]
+        if other[0] in params:
+            return other
+    return names
+
+
+def _check_callable_by_keyword(
+    fn: Callable[..., Any], names: tuple[str, ...], kwargs: dict[str, Any]
+) -> None:
+    """Refuse, at build time, a handler that the keyword call would fail on (or feed wrongly)."""
+    clash = sorted(set(names) & set(kwargs))
+    if clash:
+        raise ValueError(
+            f"handler_kwargs {clash} collide with the arguments every call passes ({', '.join(names)})"
+        )
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    # keywords supplied at call time by a wrapper (verl's reward_kwargs on a loaded RewardFunction)
+    supplied = set(names) | set(kwargs) | set(getattr(fn, "reward_kwargs", None) or ())
+    try:
+        signature.bind_partial(**dict.fromkeys(names), **kwargs)
+        missing = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in supplied
+        ]
+        if missing:
+            raise TypeError(f"missing required argument(s) {missing}")
+    except TypeError as exc:
+        shown = getattr(fn, "__qualname__", None) or type(fn).__name__
+        call = ", ".join(f"{n}=..." for n in names)
+        raise TypeError(
+            f"reward_handler {shown}{signature} cannot be called as {shown}({call}) ({exc}): handlers "
+            "are called by keyword, as XTuner calls reward_handler(**input_kwargs) and verl calls "
+            f"compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...); "
+            f"name its parameters {', '.join(names)} (in any order) or accept **kwargs"
+        ) from None
 
 
 @dataclass(slots=True)
@@ -90,6 +155,7 @@ class RewardHandler:
     signature: Signature = "judger"
     kwargs: dict[str, Any] = field(default_factory=dict)
     spec: str | None = None  # the import string it came from, if any
+    names: tuple[str, ...] = _NAMES[("judger", False)]  # the keywords of ``call``'s arguments
 
     def describe(self) -> str:
         if isinstance(self.target, str):
@@ -101,9 +167,16 @@ class RewardHandler:
             return (data_source, response, label, extra_info)
         return (response, label, extra_info)
 
+    def bind(self, *args: Any) -> dict[str, Any]:
+        """The keyword arguments of one call, from :meth:`call_args`'s positional form."""
+        named = dict(zip(self.names, args))
+        if self.kwargs:
+            named.update(self.kwargs)
+        return named
+
     def call(self, *args: Any) -> Any:
         assert not isinstance(self.target, str)
-        result = self.target(*args, **self.kwargs)
+        result = self.target(**self.bind(*args))
         if self.signature == "verl" and not inspect.isawaitable(result):
             return self.normalise(result)
         return result
@@ -146,13 +219,17 @@ def resolve_handler(
     signature, named_batch = _signature_style(handler)
     declared = getattr(_unwrap(handler), BATCH_ATTR, None)
     is_batched = batched if batched is not None else bool(declared or named_batch)
+    names = _keyword_names(handler, signature, is_batched)
+    extra = dict(kwargs or {})
+    _check_callable_by_keyword(handler, names, extra)
     return RewardHandler(
         target=handler,
         kind="async" if _is_async(handler) else "sync",
         batched=is_batched,
         signature=signature,
-        kwargs=dict(kwargs or {}),
+        kwargs=extra,
         spec=spec,
+        names=names,
     )
 
 

@@ -47,7 +47,7 @@ class _Chunk:
 
 
 class NativeJudger(Judger):
-    """Score each rollout with ``reward_handler(response, label, extra_info) -> dict``.
+    """Score each rollout with ``reward_handler(response=, label=, extra_info=) -> dict``.
 
     The handler may be a sync function (run in worker threads, so the event loop is never blocked),
     an async function (awaited), an ``"package.module:function"`` import string, or an HTTP URL
@@ -248,7 +248,7 @@ class NativeJudger(Judger):
         from judger.runtime.procpool.pool import shared_pool
 
         handler = self.handler
-        calls = [(self._args(p), handler.kwargs) for p in payloads]
+        calls = [((), handler.bind(*self._args(p))) for p in payloads]
         results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 

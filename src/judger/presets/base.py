@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from judger.core.errors import JudgeTimeoutError
 from judger.core.failure import JudgeFailure
@@ -167,13 +167,35 @@ class ScorerJudgerConfig(JudgerConfig):
     """Base of the preset configs: a scorer function plus its options, built into a ScorerJudger.
 
     Subclasses set ``judger_name``'s default, implement :meth:`scorer` and :meth:`scorer_options`,
-    and pick the default ``execution``.
+    and pick the default ``execution``. XTuner's ``extra_info`` and ``reward_handler`` options are
+    honoured or refused as :mod:`judger.presets.xtuner_options` says.
     """
+
+    xtuner_extra_info: ClassVar[tuple[str, ...]] = ()
+    """The fields XTuner's handler for this preset reads from ``extra_info`` (empty: no XTuner preset)."""
 
     compat: Literal["verl"] | None = Field(
         None, description="'verl' reproduces verl's scorer exactly; None (default) uses judger's fixed scorer"
     )
     execution: Execution = "inline"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_extra_info(cls, data: Any) -> Any:
+        from judger.presets.xtuner_options import fold_extra_info
+
+        return fold_extra_info(cls, data)
+
+    @model_validator(mode="after")
+    def _check_xtuner_options(self) -> ScorerJudgerConfig:
+        from judger.presets.xtuner_options import check_options
+
+        check_options(self)
+        return self
+
+    def handler_extra_info(self) -> dict[str, Any]:
+        """The ``extra_info`` a ``reward_handler`` gets from this preset, as XTuner packs it."""
+        return {key: getattr(self, key) for key in self.xtuner_extra_info}
 
     def scorer(self) -> ScorerFn:
         raise NotImplementedError(f"{type(self).__name__} must implement scorer()")
@@ -188,7 +210,11 @@ class ScorerJudgerConfig(JudgerConfig):
         """Extra keyword arguments of :meth:`judger_class` (e.g. ``response_window``)."""
         return {}
 
-    def build_local(self) -> ScorerJudger:
+    def build_local(self) -> Judger:
+        if self.reward_handler is not None:
+            from judger.presets.xtuner_options import build_with_handler
+
+            return build_with_handler(self)
         return self.judger_class()(
             self.judger_name,
             self.scorer(),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -12,18 +12,47 @@ from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
 
 
+def token_count(tokenizer: Any, text: str) -> int:
+    """How many tokens ``tokenizer(text)`` gives, as XTuner counts a response for the penalty."""
+    ids = tokenizer(text)["input_ids"]
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    while ids and isinstance(ids[0], list):  # a batch of one
+        ids = [i for row in ids for i in row]
+    return len(ids)
+
+
 class DapoMathJudger(ScorerJudger):
-    """Passes the response's token count (``len(response_ids)``) to the scorer for the overlong penalty."""
+    """Passes the response's token count to the scorer for the overlong penalty: ``len(response_ids)``,
+    or with a ``tokenizer`` the count of the re-tokenised text, as XTuner computes it. A list of eos
+    tokens is stripped here (the first one the response ends with, as XTuner does)."""
+
+    def __init__(
+        self, *args: Any, eos_tokens: list[str] | None = None, tokenizer: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.eos_tokens = list(eos_tokens or [])
+        self.tokenizer = tokenizer
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         payload = super().preprocess(rollout_state)
+        response = payload.get("response")
+        if self.eos_tokens and isinstance(response, str):
+            for eos in self.eos_tokens:
+                if response.endswith(eos):
+                    payload["response"] = response[: -len(eos)]
+                    break
         if self.options.get("max_response_len") is not None:
-            if rollout_state.response_ids is None:
+            if self.tokenizer is not None:
+                length = token_count(self.tokenizer, rollout_state.response or "")
+            elif rollout_state.response_ids is None:
                 raise ValueError(
                     f"judger {self.judger_name!r}: enable_overlong_buffer needs response_ids on the "
-                    "rollout state (the penalty counts response tokens)"
+                    "rollout state (the penalty counts response tokens), or a tokenizer in the config"
                 )
-            payload["scorer_kwargs"] = {"response_length": len(rollout_state.response_ids)}
+            else:
+                length = len(rollout_state.response_ids)
+            payload["scorer_kwargs"] = {"response_length": length}
         return payload
 
 
@@ -37,6 +66,12 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     manager computes it (XTuner re-tokenises the text instead).
     One trailing ``eos_token`` is stripped from the response first.
 
+    XTuner's options: ``eos_token`` may be a list (the first one the response ends with is
+    stripped); ``tokenizer`` makes the penalty count the re-tokenised text as XTuner does (instead
+    of ``response_ids``); ``score`` / ``format_score``, which XTuner packs into ``extra_info`` but
+    its scorer never reads, are accepted at their defaults 1 and 0 and refused otherwise (they reach
+    a ``reward_handler`` of your own, as in XTuner). They can also come in ``extra_info``.
+
     ``compat="verl"`` reproduces verl's ``math_dapo`` exactly (string equality after Minerva
     normalisation; runs inline). The default mode keeps the same extraction and format requirement
     but, when the normalised strings differ, compares them with Math-Verify's equivalence, fixing
@@ -44,9 +79,31 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     on the process pool with a deadline per sample.
     """
 
+    xtuner_extra_info: ClassVar[tuple[str, ...]] = (
+        "eos_token",
+        "score",
+        "format_score",
+        "enable_overlong_buffer",
+        "max_response_len",
+        "overlong_buffer_len",
+        "overlong_penalty_factor",
+        "tokenizer",
+    )
+
     judger_name: str = "math_dapo"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
-    eos_token: str | None = Field(None, description="stripped once from the end of the response")
+    eos_token: str | list[str] | None = Field(
+        None, description="stripped once from the end of the response (a list: the first that matches)"
+    )
+    score: float = Field(
+        1.0, description="XTuner's field; its DAPO scorer never reads it: only 1 is accepted"
+    )
+    format_score: float = Field(
+        0.0, description="XTuner's field; its DAPO scorer never reads it: only 0 is accepted"
+    )
+    tokenizer: Any = Field(
+        None, exclude=True, description="count response tokens as tokenizer(response) (XTuner's way)"
+    )
     strict_box_verify: bool = Field(
         False, description="verl's strict mode: last \\boxed{} of the last 100 chars"
     )
@@ -67,6 +124,24 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
 
     @model_validator(mode="after")
     def _check_overlong(self) -> DapoMathJudgerConfig:
+        if isinstance(self.eos_token, list) and (
+            not self.eos_token or not all(isinstance(e, str) and e.strip() for e in self.eos_token)
+        ):
+            raise ValueError(
+                f"eos_token must be a non-empty list of non-empty strings, got {self.eos_token!r}"
+            )
+        if self.reward_handler is None and (self.score != 1 or self.format_score != 0):
+            raise ValueError(
+                f"DapoMathJudgerConfig(score={self.score!r}, format_score={self.format_score!r}) would not "
+                "be honoured: DAPO scores +1 / -1 (XTuner packs score and format_score into extra_info "
+                "but its scorer never reads them); leave them at 1 and 0, or pass a reward_handler "
+                "that reads them"
+            )
+        if self.tokenizer is not None and not self.enable_overlong_buffer:
+            raise ValueError(
+                "tokenizer is used only to count response tokens for the overlong penalty; set "
+                "enable_overlong_buffer=True (with its lengths) or remove it"
+            )
         if self.enable_overlong_buffer:
             missing = [
                 name
@@ -88,9 +163,25 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
 
         return compute_score
 
+    def handler_extra_info(self) -> dict[str, Any]:
+        # as XTuner packs it: the overlong settings only when the buffer is on
+        info: dict[str, Any] = {
+            "eos_token": self.eos_token,
+            "score": self.score,
+            "format_score": self.format_score,
+        }
+        if self.enable_overlong_buffer:
+            for key in self.xtuner_extra_info[3:]:
+                info[key] = getattr(self, key)
+        return info
+
+    def judger_options(self) -> dict[str, Any]:
+        eos_tokens = self.eos_token if isinstance(self.eos_token, list) else None
+        return {"eos_tokens": eos_tokens, "tokenizer": self.tokenizer}
+
     def scorer_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"compat": self.compat}
-        if self.eos_token:
+        if isinstance(self.eos_token, str) and self.eos_token:
             options["eos_token"] = self.eos_token
         if self.strict_box_verify:
             options["strict_box_verify"] = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -22,6 +22,8 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
     and check the format in linear time (verl's regex backtracks on long responses).
     """
 
+    xtuner_extra_info: ClassVar[tuple[str, ...]] = ("format_score", "use_boxed")
+
     judger_name: str = "hiyouga/geometry3k"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     format_score: float = Field(0.1, ge=0, le=1, description="weight of the format reward")
@@ -30,7 +32,7 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
     @model_validator(mode="before")
     @classmethod
     def _pick_execution(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "execution" not in data:
+        if isinstance(data, dict) and "execution" not in data and data.get("reward_handler") is None:
             data = {**data, "execution": "process"}
         return data
 

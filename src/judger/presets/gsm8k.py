@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,8 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     ``{"score", "acc", "pred"}``: ``score`` if correct, ``format_score`` if a wrong answer was found,
     0 if none was.
     """
+
+    xtuner_extra_info: ClassVar[tuple[str, ...]] = ("score", "format_score")
 
     judger_name: str = "openai/gsm8k"
     method: Literal["strict", "flexible"] = "strict"

@@ -96,6 +96,19 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
+def _cancel(ref: Any) -> None:
+    import ray
+
+    # ray.cancel on anything but an ObjectRef would start a local Ray (foreign_actor's calls are not)
+    try:
+        if isinstance(ref, ray.ObjectRef):
+            ray.cancel(ref)
+        else:
+            ref.future().cancel()
+    except Exception:
+        pass
+
+
 async def _await_ref(ref: Any, timeout: float) -> Any:
     return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
 
@@ -128,7 +141,7 @@ class Dispatcher:
         self.max_retries = max_retries
         self._cond: asyncio.Condition | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn = 0
+        self._turn = -1  # ties go to replica 0 first, then in turn (XTuner's round-robin order)
         self._isolated_waiting = 0
 
     # --- capacity --------------------------------------------------------------------------------
@@ -237,7 +250,6 @@ class Dispatcher:
     # --- one remote call -------------------------------------------------------------------------
 
     async def _call(self, replica: Replica, method: str, arg: Any, size: int) -> Any:
-        import ray
         from ray.exceptions import RayError, RayTaskError
 
         generation = replica.generation
@@ -256,10 +268,7 @@ class Dispatcher:
             raise _Lost(exc) from exc
         except TimeoutError as exc:
             replica.hung_calls += 1
-            try:
-                ray.cancel(ref)
-            except Exception:
-                pass
+            _cancel(ref)
             # a hung actor is killed so that Ray restarts it; its other calls fail over and retry.
             # Calls stuck on the same hung instance time out together: only the first one kills it,
             # never the instance Ray has started since.
@@ -272,10 +281,7 @@ class Dispatcher:
             )
             raise _Lost(err) from exc
         except asyncio.CancelledError:
-            try:
-                ray.cancel(ref)
-            except Exception:
-                pass
+            _cancel(ref)
             raise
         replica.completed += size
         return result

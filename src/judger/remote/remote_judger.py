@@ -39,11 +39,18 @@ class RemoteJudger(RayJudger):
     Built by ``JudgerConfig(cpu_resources=CPUResourcesConfig(num_workers=1)).build()``, which also
     registers the CPUs with :class:`~judger.CPUResourceManager`; constructing one directly does not.
     Close it (``await aclose()``, ``close()`` or a ``with`` block) to kill the actor.
+
+    XTuner's form ``RemoteJudger(actor, judger_name=..., preprocess_judger=...)`` wraps an actor
+    that exists already: a JudgerActor handle, or any actor with XTuner's ``judge_payload.remote``
+    (see :mod:`judger.remote.foreign_actor`). ``preprocess_judger`` (default: a plain
+    :class:`~judger.Judger`) runs preprocess / postprocess on the driver, as in XTuner.
     """
 
     def __init__(
         self,
-        judger_config: JudgerConfig,
+        judger_config: JudgerConfig | Any = None,
+        judger_name: str | None = None,
+        preprocess_judger: Judger | None = None,
         *,
         actor: Any = None,
         local: Judger | None = None,
@@ -56,10 +63,34 @@ class RemoteJudger(RayJudger):
         call_timeout: float | None = None,
         replica_name: str | None = None,
     ) -> None:
+        from judger.judgers.config import JudgerConfig
+
+        if judger_config is not None and not isinstance(judger_config, JudgerConfig):
+            if actor is not None:
+                raise TypeError(
+                    f"RemoteJudger got an actor twice (positionally, a {type(judger_config).__name__}, "
+                    "and as actor=); pass a JudgerConfig first, or only the actor"
+                )
+            actor, judger_config = judger_config, None  # XTuner's RemoteJudger(actor, judger_name, ...)
+        if judger_config is None:
+            self._init_from_actor(
+                actor,
+                judger_name,
+                local if local is not None else preprocess_judger,
+                chunk_size=chunk_size,
+                max_in_flight=max_in_flight,
+                max_retries=max_retries,
+                call_timeout=call_timeout,
+                replica_name=replica_name,
+            )
+            return
+        if preprocess_judger is not None:
+            local = local if local is not None else preprocess_judger
         resources = judger_config.cpu_resources
         # the actor builds the judger locally; it must not try to go remote again
-        self.judger_config = judger_config.model_copy(update={"cpu_resources": None})
-        local = local if local is not None else self.judger_config.build_local()
+        actor_config = judger_config.model_copy(update={"cpu_resources": None})
+        self.judger_config: JudgerConfig | None = actor_config
+        local = local if local is not None else actor_config.build_local()
         if num_cpus is None:
             num_cpus = resources.num_cpus_per_worker if resources else 1.0
         if memory is None and resources is not None:
@@ -67,7 +98,7 @@ class RemoteJudger(RayJudger):
         if actor is None:
             ensure_ray()
             actor = spawn_actor(
-                self.judger_config,
+                actor_config,
                 num_cpus=num_cpus,
                 memory=memory,
                 max_concurrency=max_in_flight + _SPARE_ACTOR_CALLS,
@@ -88,12 +119,52 @@ class RemoteJudger(RayJudger):
             max_in_flight=max_in_flight,
             max_retries=max_retries,
         )
-        super().__init__(local, dispatcher)
+        super().__init__(local, dispatcher, judger_name)
+        self._actor = actor
+
+    def _init_from_actor(
+        self,
+        actor: Any,
+        judger_name: str | None,
+        local: Judger | None,
+        *,
+        chunk_size: int,
+        max_in_flight: int,
+        max_retries: int,
+        call_timeout: float | None,
+        replica_name: str | None,
+    ) -> None:
+        from judger.core.judger import Judger
+        from judger.remote.foreign_actor import ForeignActor, speaks_judger_protocol
+
+        if actor is None:
+            raise TypeError(
+                "RemoteJudger needs a JudgerConfig (judger's form: RemoteJudger(judger_config)) or an "
+                "existing actor (XTuner's form: RemoteJudger(actor, judger_name=..., preprocess_judger=...))"
+            )
+        name = judger_name or (local.judger_name if local is not None else "remote_judger")
+        if local is None:
+            local = Judger(name)  # XTuner's default: Judger's own preprocess / postprocess
+        self.judger_config = None
+        handle = actor if speaks_judger_protocol(actor) else ForeignActor(actor, name)
+        self.replica = Replica(handle, replica_name or f"{name}[0]")
+        timeout_of = default_call_timeout(local) if call_timeout is None else (lambda n: call_timeout)
+        self.call_timeout_of = timeout_of
+        dispatcher = Dispatcher(
+            name,
+            [self.replica],
+            call_timeout=timeout_of,
+            chunk_size=chunk_size,
+            max_in_flight=max_in_flight,
+            max_retries=max_retries,
+        )
+        super().__init__(local, dispatcher, name)
+        self._actor = actor
 
     @property
     def actor(self) -> Any:
-        """The Ray actor handle."""
-        return self.replica.handle
+        """The actor handle (as given, in XTuner's form)."""
+        return self._actor
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Block until the actor has started (its judger built); raise RuntimeError if it cannot."""
@@ -107,7 +178,7 @@ class RemoteJudger(RayJudger):
 
     def _kill_actors(self) -> None:
         self.replica.closed = True
-        kill_actor(self.replica.handle, restart=False)
+        kill_actor(self._actor, restart=False)
 
 
 def wait_actors_ready(judgers: list[RemoteJudger], timeout: float) -> None:

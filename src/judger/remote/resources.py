@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from judger.judgers.config import CPUResourcesConfig
 
@@ -79,12 +79,29 @@ class CPUResourceManager:
     Unlike XTuner, building a Ray-backed judger with no manager does not raise: the first build
     creates the process-global manager over the Ray cluster in use (:meth:`instance`), since the
     capacity it checks against is read from Ray itself and needs no setup by the trainer.
+
+    XTuner's constructor ``CPUResourceManager(accelerator_placement_groups=...)`` is accepted: the
+    capacity subtracts every live placement group, so the accelerator groups named there (and any
+    other group, whose CPUs judger actors cannot use either) are always held back. XTuner's
+    module functions :func:`set_cpu_resource_manager`, :func:`get_cpu_resource_manager`,
+    :func:`clear_cpu_resource_manager` and :func:`register_cpu_resources` act on the process-global
+    manager.
     """
 
     _global: ClassVar[CPUResourceManager | None] = None
     _global_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, capacity: Callable[[], ClusterCapacity] = ray_cluster_capacity) -> None:
+    def __init__(
+        self,
+        accelerator_placement_groups: Any = None,
+        capacity: Callable[[], ClusterCapacity] = ray_cluster_capacity,
+    ) -> None:
+        if callable(accelerator_placement_groups) and not hasattr(
+            accelerator_placement_groups, "bundle_specs"
+        ):
+            # judger's earlier positional form: CPUResourceManager(capacity_fn)
+            accelerator_placement_groups, capacity = None, accelerator_placement_groups
+        self.accelerator_placement_groups = _as_groups(accelerator_placement_groups)
         self._capacity = capacity
         self._pools: dict[str, CPUResourcesConfig] = {}
         self._lock = threading.Lock()
@@ -103,8 +120,16 @@ class CPUResourceManager:
     def initialize(cls, capacity: Callable[[], ClusterCapacity] = ray_cluster_capacity) -> CPUResourceManager:
         """Create (or replace) the process-global manager, e.g. with a custom capacity source."""
         with cls._global_lock:
-            cls._global = cls(capacity)
+            cls._global = cls(capacity=capacity)
             return cls._global
+
+    @classmethod
+    def set_instance(cls, manager: CPUResourceManager | None) -> None:
+        """Install ``manager`` as the process-global one (None: forget it; the next build makes one)."""
+        if manager is not None and not isinstance(manager, CPUResourceManager):
+            raise TypeError(f"expected a CPUResourceManager or None, got {type(manager).__name__}")
+        with cls._global_lock:
+            cls._global = manager
 
     @classmethod
     def is_initialized(cls) -> bool:
@@ -136,6 +161,20 @@ class CPUResourceManager:
     def registrations(self) -> dict[str, CPUResourcesConfig]:
         with self._lock:
             return dict(self._pools)
+
+    @property
+    def pools(self) -> dict[str, CPUResourcesConfig]:
+        """XTuner's name for :meth:`registrations`."""
+        return self.registrations()
+
+    def get(self, name: str) -> CPUResourcesConfig:
+        """The pool registered as ``name`` (XTuner's ``get``); KeyError naming the known pools."""
+        with self._lock:
+            if name not in self._pools:
+                raise KeyError(
+                    f"Unknown external CPU resource pool {name!r}. Available pools: {sorted(self._pools)}"
+                )
+            return self._pools[name]
 
     def _validate(self, name: str, cfg: CPUResourcesConfig) -> None:
         cap = self._capacity()
@@ -169,3 +208,35 @@ class CPUResourceManager:
                 f"{_gib(want_memory)}, but the cluster has {_gib(cap.free_memory)} outside placement "
                 f"groups ({_gib(cap.total_memory)} total, {_gib(cap.reserved_memory)} held by them)"
             )
+
+
+def _as_groups(groups: Any) -> tuple[Any, ...]:
+    if groups is None:
+        return ()
+    if hasattr(groups, "bundle_specs"):
+        return (groups,)
+    return tuple(groups)
+
+
+# --- XTuner's module-level functions over the process-global manager -----------------------------
+
+
+def set_cpu_resource_manager(manager: CPUResourceManager | None) -> None:
+    """Install the process-global manager (XTuner's function); None clears it."""
+    CPUResourceManager.set_instance(manager)
+
+
+def get_cpu_resource_manager() -> CPUResourceManager | None:
+    """The process-global manager, or None when none is installed yet (XTuner's function)."""
+    return CPUResourceManager._global
+
+
+def clear_cpu_resource_manager() -> None:
+    """Forget the process-global manager (XTuner's function); a later build creates a fresh one."""
+    CPUResourceManager.set_instance(None)
+
+
+def register_cpu_resources(name: str, cpu_resources: CPUResourcesConfig) -> str:
+    """Register a pool with the process-global manager (created if none is installed, where XTuner
+    raises ValueError); returns the unique name it got. RuntimeError when the cluster cannot hold it."""
+    return CPUResourceManager.instance().register(name, cpu_resources)

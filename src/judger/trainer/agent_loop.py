@@ -49,6 +49,7 @@ class SingleTurnAgentLoopConfig(BaseModel):
     request_timeout: float = Field(300.0, gt=0, description="seconds for one endpoint request")
     max_retries: int = Field(3, ge=0)
     logprobs: bool = Field(True, description="ask the endpoint for token ids and logprobs")
+    hf_checkpoint: str | None = Field(None, description="XTuner's model path field (tokenizer source)")
 
 
 def _mark_aborted(state: RolloutState) -> None:

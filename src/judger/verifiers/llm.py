@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
@@ -234,6 +234,24 @@ class LLMVerifierFields(JudgerConfig):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra fields of each chat request")
     skip_score: float = Field(-1.0, description="score of samples not COMPLETED or without a response")
     dedup: bool = Field(True, description="samples with identical grading prompts share one request")
+
+    @model_validator(mode="after")
+    def _refuse_handler_options(self) -> LLMVerifierFields:
+        # inherited from JudgerConfig, but a verifier grades with its LLM: never silently ignore them
+        defaults: dict[str, Any] = {
+            "reward_handler": None,
+            "extra_info": {},
+            "batched": None,
+            "handler_kwargs": {},
+        }
+        unused = [name for name, default in defaults.items() if getattr(self, name) != default]
+        unused += [name for name in ("num_threads", "execution") if name in self.model_fields_set]
+        if unused:
+            raise ValueError(
+                f"{type(self).__name__}: {unused} are options of a reward_handler judger; an LLM "
+                "verifier grades with its model and would ignore them. Remove them"
+            )
+        return self
 
     @field_validator("hosts")
     @classmethod
