@@ -13,7 +13,7 @@ import judger
 PUBLIC = {
     # the contract
     "RolloutState", "Status", "BaseJudger", "Judger", "JudgerPayload", "JudgerPayloadBatch",
-    "JudgerOutput", "JudgerOutputBatch", "JudgeFailure", "JudgerError", "JudgeTimeoutError",
+    "JudgerOutput", "JudgerOutputBatch", "JudgeFailure", "JudgerError", "JudgeTimeoutError", "RoutingError",
     # judgers and their configs
     "NativeJudger", "ComposedJudger", "JudgerConfig", "ComposedJudgerConfig", "CPUResourcesConfig",
     "build_judger", "weighted_sum", "batch_handler",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-from judger.core.errors import JudgerError, JudgeTimeoutError
+from judger.core.errors import JudgerError, JudgeTimeoutError, RoutingError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     BaseJudger,
@@ -101,6 +101,7 @@ __all__ = [
     "JudgerPayloadBatch",
     "NativeJudger",
     "RolloutState",
+    "RoutingError",
     "Status",
     "__version__",
     "batch_handler",

@@ -3,6 +3,7 @@ concerns and, where there is one, the fix.
 
     JudgerError
      +-- ConfigError (ValueError)          a judger or config cannot be found or built
+     +-- RoutingError                      a data_source no branch of a ComposedJudger takes
      +-- InputError (ValueError)           an input file as a whole cannot be read
      +-- JudgeTimeoutError (TimeoutError)  a judge call overran its deadline
      +-- JudgerOutputError (TypeError)     a judger returned something that is not a reward dict
@@ -30,6 +31,18 @@ class JudgerError(Exception):
 
 class ConfigError(JudgerError, ValueError):
     """A judger or config could not be found or built; the message says what to change."""
+
+
+class RoutingError(JudgerError):
+    """``data_source`` cannot be routed, or needs a merge_fn there is none of: a configuration error.
+
+    Raised whatever ``on_error`` says, as the seed raises it: a bad route is not a failure of one
+    sample's answer and must not turn into a FAILED sample that training silently skips.
+    """
+
+    def __str__(self) -> str:
+        # KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
 
 
 class InputError(JudgerError, ValueError):

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from judger.core.deadlines import judge_deadline
-from judger.core.errors import JudgerError
+from judger.core.errors import RoutingError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
@@ -38,18 +38,6 @@ _BRANCHES = "branches"
 _DEFERRED: contextvars.ContextVar[list[tuple[RolloutState, dict[str, JudgerOutput]]] | None] = (
     contextvars.ContextVar("judger_composed_deferred_merges", default=None)
 )
-
-
-class RoutingError(JudgerError):
-    """``data_source`` cannot be routed, or needs a merge_fn there is none of: a configuration error.
-
-    Raised whatever ``on_error`` says, as the seed raises it: a bad route is not a failure of one
-    sample's answer and must not turn into a FAILED sample that training silently skips.
-    """
-
-    def __str__(self) -> str:
-        # KeyError's str() would quote the whole message
-        return str(self.args[0]) if self.args else ""
 
 
 # private: callers catch RoutingError, or the builtin type XTuner raises

@@ -12,6 +12,11 @@ _NAMES: dict[str, str] = {
     "JudgerPool": "judger.remote.pool",
     "JudgerActor": "judger.remote.actor",
     "CPUResourceManager": "judger.remote.resources",
+    # XTuner's module-level functions around the process-global manager
+    "set_cpu_resource_manager": "judger.remote.resources",
+    "get_cpu_resource_manager": "judger.remote.resources",
+    "clear_cpu_resource_manager": "judger.remote.resources",
+    "register_cpu_resources": "judger.remote.resources",
 }
 
 __all__ = sorted(_NAMES)
