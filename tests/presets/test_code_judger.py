@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from judger.scorers.code import compute_score, extract_code, parse_tests, same_s
 ADD = {"inputs": ["1 2\n", "3 4\n", "10 -3\n"], "outputs": ["3\n", "7\n", "7\n"]}
 APPS_LIKE = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 FAST = SandboxLimits(wall_s=2.0, cpu_s=2.0, memory_mb=512)
+# command lines of the sandbox's processes (bubblewrap, supervisor, worker) in either isolation mode
+SANDBOX_MARKS = (b"/opt/judger-sandbox/", b"sandbox/inside/supervisor.py", b"sandbox/inside/worker.py")
 
 
 def fenced(code: str) -> str:
@@ -37,7 +40,7 @@ def sandbox_processes() -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"sandbox_child.py" in cmdline:
+            if any(mark in cmdline for mark in SANDBOX_MARKS):
                 found.append(int(entry))
     return found
 
@@ -284,19 +287,19 @@ async def test_output_flood_is_cut_off() -> None:
     assert out["score"] == 0.0 and "output size limit exceeded" in out["error"]
 
 
-async def test_scratch_directory_is_the_cwd_and_is_removed() -> None:
+async def test_scratch_directory_is_a_private_tmpfs_and_leaves_nothing_on_the_host() -> None:
     seen: list[str] = []
 
     def check(index: int, report: dict) -> TestOutcome:
         seen.append(report.get("stdout", "").strip())
         return TestOutcome("passed")
 
-    program = "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())"
+    before = set(os.listdir(tempfile.gettempdir()))
+    program = "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd(), os.listdir('.'))"
     result = await run_tests(program, "stdin", [""], check, limits=FAST)
     assert result.passed == 1
-    (cwd,) = seen
-    assert os.path.basename(cwd).startswith("judger-sandbox-")
-    assert not os.path.exists(cwd)
+    assert seen == ["/tmp ['scratch.txt']"]  # the sandbox's own /tmp, not the host's
+    assert set(os.listdir(tempfile.gettempdir())) - before == set()
 
 
 # --- the judger ----------------------------------------------------------------------------------

@@ -285,7 +285,7 @@ async def run_tests(
     limits = limits or SandboxLimits()
     n = len(tests)
     outcomes: list[TestOutcome | None] = [None] * n
-    result = SandboxResult(outcomes=[], network="netns" if limits.isolation == "bwrap" else "audit")
+    result = SandboxResult(outcomes=[], network="netns+audit" if limits.isolation == "bwrap" else "audit")
     started = time.monotonic()
     next_test = 0
     # the supervisor answers each test within wall_s plus a worker start-up; this bounds the supervisor
