@@ -251,6 +251,7 @@ async def test_network_access_is_blocked() -> None:
 
 
 async def test_writing_outside_the_scratch_directory_is_refused(tmp_path: Path) -> None:
+    # host paths are not in the sandbox at all (a private /tmp); system paths are read-only
     target = tmp_path / "escaped.txt"
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -258,9 +259,11 @@ async def test_writing_outside_the_scratch_directory_is_refused(tmp_path: Path) 
         f"import os\nopen('inside.txt', 'w').write('fine')\nopen({str(target)!r}, 'w').write('escaped')\n"
     )
     out = await score(program, {"inputs": [""], "outputs": [""]})
-    assert not target.exists() and "outside the scratch directory" in out["error"]
+    assert not target.exists() and "FileNotFoundError" in out["error"]
     out = await score(f"import os\nos.remove({str(victim)!r})", {"inputs": [""], "outputs": [""]})
-    assert victim.read_text() == "keep me" and "os.remove" in out["error"]
+    assert victim.read_text() == "keep me" and "FileNotFoundError" in out["error"]
+    out = await score("open('/usr/judger-escape', 'w')", {"inputs": [""], "outputs": [""]})
+    assert not os.path.exists("/usr/judger-escape") and "outside the scratch directory" in out["error"]
 
 
 async def test_forged_results_are_ignored() -> None:
@@ -294,12 +297,13 @@ async def test_scratch_directory_is_a_private_tmpfs_and_leaves_nothing_on_the_ho
         seen.append(report.get("stdout", "").strip())
         return TestOutcome("passed")
 
-    before = set(os.listdir(tempfile.gettempdir()))
+    before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("judger-sandbox-")}
     program = "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd(), os.listdir('.'))"
     result = await run_tests(program, "stdin", [""], check, limits=FAST)
     assert result.passed == 1
     assert seen == ["/tmp ['scratch.txt']"]  # the sandbox's own /tmp, not the host's
-    assert set(os.listdir(tempfile.gettempdir())) - before == set()
+    after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("judger-sandbox-")}
+    assert after - before == set()
 
 
 # --- the judger ----------------------------------------------------------------------------------
