@@ -165,7 +165,8 @@ class Supervisor:
                 if returncode != 0:
                     status, detail = crash_detail(returncode)
                     if returncode == 1:
-                        status, detail = "error", _tail(fds[2]) or "the program exited with status 1"
+                        reported = worker.pending_error()
+                        status, detail = "error", reported or _tail(fds[2]) or "the program exited with status 1"
             except Stop as stop:
                 status, detail = stop.status, stop.detail
             finally:
@@ -320,6 +321,23 @@ class Worker:
             raise Stop("error", "the program wrote garbage to the judge's channel")
         self.ready = True
         self.deadline = time.monotonic() + self.owner.limits["wall_s"]
+
+    def pending_error(self) -> str:
+        """The error the worker reported before exiting, if it is already in the pipe."""
+        with contextlib.suppress(OSError):
+            while select.select([self.resp_fd], [], [], 0)[0] and len(self.buffer) <= self.cap:
+                chunk = os.read(self.resp_fd, 1 << 16)
+                if not chunk:
+                    break
+                self.buffer += chunk
+        for line in reversed(self.buffer.split(b"\n")):
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("event") == "error":
+                return str(message.get("error", ""))[:2000]
+        return ""
 
     def wait_exit(self, wall_s: float) -> int | None:
         try:

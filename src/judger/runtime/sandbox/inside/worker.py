@@ -110,6 +110,9 @@ def _confine(job: dict) -> None:
     _install_guard(os.path.realpath(os.getcwd()), limits["allow_subprocess"])
 
 
+_ERROR_FD = -1
+
+
 def _run_stdin(job: dict) -> None:
     """fd 0 is the test input and fd 1 a file the supervisor reads; exit status 0 means it ran."""
     _set_cpu(job["limits"]["cpu_s"])
@@ -129,8 +132,11 @@ def _run_stdin(job: dict) -> None:
 
 
 def _die(text: str) -> None:
+    """Report why the program failed on the supervisor's pipe (stderr may be full), then exit 1."""
     try:
-        os.write(2, b"\n" + text.encode("utf-8", "replace") + b"\n")
+        os.write(_ERROR_FD, wire.dumps({"event": "error", "error": text}))
+    except OSError:
+        pass
     finally:
         os._exit(1)
 
@@ -200,7 +206,8 @@ def main() -> None:
     _confine(job)
     channel.send({"event": "ready"})  # the supervisor's wall clock for the program starts here
     if channel.requests is None:
-        os.close(channel.response_fd)
+        global _ERROR_FD
+        _ERROR_FD = channel.response_fd
         _run_stdin(job)
     else:
         _serve(job, channel)
