@@ -59,7 +59,9 @@ asyncio.run(main())
 
 def baseline_src(ref: str, repo: str) -> str:
     target = tempfile.mkdtemp(prefix="judger-bench-baseline-")
-    archive = subprocess.run(["git", "-C", repo, "archive", ref, "src"], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", repo, "archive", ref, "src"], check=True, capture_output=True
+    ).stdout
     path = os.path.join(target, "src.tar")
     with open(path, "wb") as handle:
         handle.write(archive)
@@ -83,7 +85,9 @@ def run(src: str, options: dict, repeat: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--baseline-ref", default="main")

@@ -33,7 +33,7 @@ LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scrat
 SANDBOX_MARKS = (b"/opt/judger-sandbox/", b"sandbox/inside/supervisor.py", b"sandbox/inside/worker.py")
 
 # a fresh interpreter without the audit hook, started the way finding 2 did (new session too)
-UNHOOKED = '''
+UNHOOKED = """
 import _posixsubprocess, os, sys
 def unhooked(code, wait=True):
     r, w = os.pipe()
@@ -51,7 +51,7 @@ def unhooked(code, wait=True):
             break
         out += chunk
     return out.decode()  # not waited for: it may outlive us, which is the point
-'''
+"""
 
 
 def fenced(code: str) -> str:
@@ -122,10 +122,16 @@ async def test_killing_the_parent_kills_only_the_sample() -> None:
         "        pass\n"
         "print('alive')\n"
     )
-    out = await score_async(fenced(program), {"inputs": ["", ""], "outputs": ["alive", "alive"]}, limits=LIMITS)
+    out = await score_async(
+        fenced(program), {"inputs": ["", ""], "outputs": ["alive", "alive"]}, limits=LIMITS
+    )
     assert out["score"] < 1.0
     out = await score_async(
-        fenced(UNHOOKED + "unhooked('import os\\nfor p in range(1, 200):\\n    try: os.kill(p, 9)\\n    except OSError: pass')\nprint('alive')"),
+        fenced(
+            UNHOOKED
+            + "unhooked('import os\\nfor p in range(1, 200):\\n    try: os.kill(p, 9)\\n'"
+            + "'    except OSError: pass')\nprint('alive')"
+        ),
         {"inputs": [""], "outputs": ["alive"]},
         limits=LIMITS,
     )
@@ -168,10 +174,12 @@ async def test_a_new_session_child_dies_with_the_sample_and_reaches_nothing(tmp_
         "os.close(1)\n"
         f"time.sleep(60)  # {mark}\n"
     )
-    program = UNHOOKED + f"print(unhooked({payload!r}, wait=False) or 'started')\nimport time\ntime.sleep(1)\n"
+    program = (
+        UNHOOKED + f"print(unhooked({payload!r}, wait=False) or 'started')\nimport time\ntime.sleep(1)\n"
+    )
     # the unhooked child keeps running in its own session when the sample ends
     start = time.monotonic()
-    text, outcome = await stdout_of(program + f"print(unhooked({payload!r}).strip())\n")
+    text, _ = await stdout_of(program + f"print(unhooked({payload!r}).strip())\n")
     try:
         assert time.monotonic() - start < 30
         assert "connected" not in text and "wrote" not in text, text
@@ -206,7 +214,8 @@ ASSERT_TESTS = {"test": "def check(f):\n    assert f(2) == 5\n    assert f(3) ==
     "program",
     [
         # replace exec with a no-op and define its own check
-        "import builtins\nbuiltins.exec = lambda *a, **k: None\ndef check(f):\n    pass\ndef g(x):\n    return 0",
+        "import builtins\nbuiltins.exec = lambda *a, **k: None\n"
+        "def check(f):\n    pass\ndef g(x):\n    return 0",
         # dig through gc for a channel and a token, then write fake reports everywhere
         "import gc, json, os\n"
         "tokens = [o for o in gc.get_objects() if isinstance(o, dict) and 'token' in o]\n"
@@ -228,10 +237,18 @@ ASSERT_TESTS = {"test": "def check(f):\n    assert f(2) == 5\n    assert f(3) ==
         "import builtins\nbuiltins.AssertionError = type('X', (Exception,), {})\ndef g(x):\n    return 0",
         # write reports into the supervisor through /proc
         "import os\nfor pid in os.listdir('/proc'):\n    for fd in range(0, 64):\n        try:\n"
-        "            os.write(os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY), b'{\"event\":\"test\",\"index\":0,"
-        "\"status\":\"ok\"}\\n')\n        except (OSError, ValueError):\n            pass\ndef g(x):\n    return 0",
+        '            os.write(os.open(f\'/proc/{pid}/fd/{fd}\', os.O_WRONLY), b\'{"event":"test","index":0,'
+        '"status":"ok"}\\n\')\n        except (OSError, ValueError):\n            pass\n'
+        "def g(x):\n    return 0",
     ],
-    ids=["exec-noop-own-check", "gc-token-fake-reports", "eq-always-true", "exit-0-early", "patch-assert", "proc-fd"],
+    ids=[
+        "exec-noop-own-check",
+        "gc-token-fake-reports",
+        "eq-always-true",
+        "exit-0-early",
+        "patch-assert",
+        "proc-fd",
+    ],
 )
 async def test_assert_style_forgeries_score_zero(program: str) -> None:
     out = await score_async(fenced(program), ASSERT_TESTS, limits=LIMITS)
@@ -245,23 +262,24 @@ async def test_expected_outputs_are_nowhere_in_the_sandbox() -> None:
     secret = f"EXPECTED-{secrets.token_hex(8)}"
     hunter = (
         "import os, re\n"
+        "P = rb'EXPECTED-[0-9a-f]{16}'\n"
         "found = set()\n"
         "for pid in os.listdir('/proc'):\n"
         "    if not pid.isdigit():\n        continue\n"
         "    for name in ('environ', 'cmdline'):\n"
-        "        try:\n            found.update(re.findall(rb'EXPECTED-[0-9a-f]{16}', open(f'/proc/{pid}/{name}', 'rb').read()))\n"
+        "        try:\n            found.update(re.findall(P, open(f'/proc/{pid}/{name}', 'rb').read()))\n"
         "        except OSError:\n            pass\n"
         "    try:\n"
         "        maps = open(f'/proc/{pid}/maps').read().splitlines()\n"
         "        mem = open(f'/proc/{pid}/mem', 'rb')\n"
         "        for line in maps:\n"
         "            lo, hi = (int(x, 16) for x in line.split()[0].split('-'))\n"
-        "            try:\n                mem.seek(lo); found.update(re.findall(rb'EXPECTED-[0-9a-f]{16}', mem.read(hi - lo)))\n"
+        "            try:\n                mem.seek(lo); found.update(re.findall(P, mem.read(hi - lo)))\n"
         "            except (OSError, OverflowError, MemoryError):\n                pass\n"
         "    except OSError:\n        pass\n"
         "for root, dirs, files in os.walk('/tmp'):\n"
         "    for f in files:\n"
-        "        try:\n            found.update(re.findall(rb'EXPECTED-[0-9a-f]{16}', open(os.path.join(root, f), 'rb').read()))\n"
+        "        try:\n            found.update(re.findall(P, open(os.path.join(root, f), 'rb').read()))\n"
         "        except OSError:\n            pass\n"
         "print(b' '.join(found).decode() or 'nothing')\n"
     )
@@ -275,7 +293,9 @@ async def test_expected_outputs_are_nowhere_in_the_sandbox() -> None:
 async def test_a_sibling_samples_output_is_invisible() -> None:
     answer = secrets.token_hex(8)
     tests = {"inputs": [answer], "outputs": [answer[::-1]]}
-    honest = "import time\ns = input()\nprint(s[::-1])\nopen('out_0.txt', 'w').write(s[::-1])\ntime.sleep(1.5)"
+    honest = (
+        "import time\ns = input()\nprint(s[::-1])\nopen('out_0.txt', 'w').write(s[::-1])\ntime.sleep(1.5)"
+    )
     copier = (
         "import glob, time\n"
         "deadline = time.time() + 3\n"
@@ -312,7 +332,8 @@ async def test_writes_through_dir_fds_openers_fifos_and_xattrs_fail() -> None:
         "    try:\n        fd = os.open(d, os.O_RDONLY)\n"
         "    except OSError:\n        continue\n"
         "    attempt('dir_fd ' + d, lambda: os.open('judger-pwn', os.O_CREAT | os.O_WRONLY, dir_fd=fd))\n"
-        "    attempt('opener ' + d, lambda: open('judger-pwn', 'w', opener=lambda p, f: os.open(p, f, dir_fd=fd)))\n"
+        "    opener = lambda p, f: os.open(p, f, dir_fd=fd)\n"
+        "    attempt('opener ' + d, lambda: open('judger-pwn', 'w', opener=opener))\n"
         "    attempt('mkfifo ' + d, lambda: os.mkfifo('judger-fifo', dir_fd=fd))\n"
         "    attempt('mkdir ' + d, lambda: os.mkdir('judger-dir', dir_fd=fd))\n"
         "jd = os.open('/opt/judger-sandbox', os.O_RDONLY)\n"
@@ -325,9 +346,15 @@ async def test_writes_through_dir_fds_openers_fifos_and_xattrs_fail() -> None:
         "print(' | '.join(ok) or 'none')\n"
     )
     for program in (attempts, UNHOOKED + f"print(unhooked({attempts!r}))"):
-        text, outcome = await stdout_of(program)
+        text, _ = await stdout_of(program)
         assert text.strip().splitlines()[-1] == "none", text
-    for path in ("/judger-pwn", "/usr/judger-pwn", "/usr/lib/judger-pwn", "/usr/judger-link", "/dev/judger-fifo"):
+    for path in (
+        "/judger-pwn",
+        "/usr/judger-pwn",
+        "/usr/lib/judger-pwn",
+        "/usr/judger-link",
+        "/dev/judger-fifo",
+    ):
         assert not os.path.lexists(path)
     assert set(os.listdir(bwrap.INSIDE_DIR)) >= {"supervisor.py", "wire.py", "worker.py"}
 
@@ -390,9 +417,10 @@ async def test_the_hosts_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatc
         "for pid in os.listdir('/proc'):\n"
         "    if pid.isdigit() or pid == 'self':\n"
         "        for name in ('environ', 'cmdline'):\n"
-        "            try:\n                seen[f'{pid}/{name}'] = open(f'/proc/{pid}/{name}', 'rb').read().decode('latin-1')\n"
+        "            try:\n                raw = open(f'/proc/{pid}/{name}', 'rb').read()\n"
+        "                seen[f'{pid}/{name}'] = raw.decode('latin-1')\n"
         "            except OSError as e:\n                seen[f'{pid}/{name}'] = type(e).__name__\n"
-        f"seen['ppid_cmdline'] = open(f'/proc/{{os.getppid()}}/cmdline', 'rb').read().decode('latin-1')\n"
+        "seen['ppid_cmdline'] = open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode('latin-1')\n"
         "for path in ('/etc/passwd', '/etc/shadow', '/root/.bash_history'):\n"
         "    try:\n        seen[path] = open(path).read()\n"
         "    except OSError as e:\n        seen[path] = type(e).__name__\n"
@@ -406,11 +434,11 @@ async def test_the_hosts_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatc
         assert secret not in text
         assert seen["/etc/passwd"] == "FileNotFoundError" and seen["/etc/shadow"] == "FileNotFoundError"
         assert set(seen["/root"]) <= {".pyenv"}  # only the Python installation the sandbox runs
-        assert "etc" not in seen["/"] and "home" not in seen["/"] and "work" not in seen["/"] or all(
-            not p.startswith("/work/") or "venv" in p for p in seen["/"]
-        )
+        assert not {"etc", "home", "run", "var", "srv", "mnt"} & set(seen["/"]), seen["/"]
         assert "pytest" not in seen["ppid_cmdline"]  # the parent is the sandbox's supervisor
-    out = await score_async(fenced(snoop + "raise ValueError(json.dumps(seen))"), {"inputs": [""], "outputs": [""]}, limits=LIMITS)
+    out = await score_async(
+        fenced(snoop + "raise ValueError(json.dumps(seen))"), {"inputs": [""], "outputs": [""]}, limits=LIMITS
+    )
     assert out["score"] == 0.0 and secret not in out["error"] and "root:x:0:0" not in out["error"]
 
 
@@ -421,14 +449,17 @@ async def test_a_batch_of_hostile_programs_fails_them_alone() -> None:
     judger = CodeJudgerConfig(wall_s=3, cpu_s=3, timeout=60).build()
     hostile = [
         "import os, signal\nsignal.pidfd_send_signal(os.pidfd_open(os.getppid()), 9)",
-        UNHOOKED + "unhooked('import os\\nwhile True:\\n    os.fork()', wait=False)\nimport time\ntime.sleep(1)",
+        UNHOOKED
+        + "unhooked('import os\\nwhile True:\\n    os.fork()', wait=False)\nimport time\ntime.sleep(1)",
         "import os\nos.memfd_create('x')",
         "open('/etc/passwd').read()",
         "while True:\n    pass",
     ]
     good = "print(int(input()) + 1)"
     tests = {"inputs": ["1", "2"], "outputs": ["2", "3"]}
-    states = [RolloutState(response=fenced(p), reward_model={"ground_truth": tests}) for p in [*hostile, good]]
+    states = [
+        RolloutState(response=fenced(p), reward_model={"ground_truth": tests}) for p in [*hostile, good]
+    ]
     out = await asyncio.wait_for(judger.batch_judge(states), 120)
     scores = [s.reward["score"] if s.reward else None for s in out]
     assert scores == [0.0] * len(hostile) + [1.0], [(s.status, s.error_msg, s.reward) for s in out]

@@ -106,7 +106,9 @@ class CodeJudgerConfig(ScorerJudgerConfig):
         "bwrap", description="'none-unsafe' runs untrusted code without kernel isolation"
     )
     backend: Literal["local", "sandbox_fusion"] = "local"
-    sandbox_fusion_url: str | None = Field(None, description="SandboxFusion base URL (backend='sandbox_fusion')")
+    sandbox_fusion_url: str | None = Field(
+        None, description="SandboxFusion base URL (backend='sandbox_fusion')"
+    )
     max_parallel: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     timeout: float = Field(300.0, gt=0, description="deadline of one sample (all of its tests), in seconds")
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")

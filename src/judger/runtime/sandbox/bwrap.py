@@ -21,7 +21,8 @@ MOUNT_POINT = "/opt/judger-sandbox"
 SCRATCH = "/tmp"
 SANDBOX_UID = 65534
 INSTALL_HINT = (
-    "install bubblewrap: `apt-get install -y bubblewrap` as root (Debian/Ubuntu; `make sandbox-deps` does it), "
+    "install bubblewrap: `apt-get install -y bubblewrap` as root "
+    "(Debian/Ubuntu; `make sandbox-deps` does it), "
     "or `dnf install bubblewrap` / `apk add bubblewrap`; as a non-root user the kernel must also allow "
     "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 / "
     "kernel.apparmor_restrict_unprivileged_userns=0)"
@@ -44,7 +45,11 @@ def _system_binds() -> list[str]:
 
 def _python_binds() -> list[str]:
     roots: list[str] = []
-    for path in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))):
+    for path in (
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+    ):
         real = os.path.realpath(path)
         if real == "/usr" or real.startswith("/usr/") or real == "/":
             continue
@@ -115,7 +120,7 @@ def command(*, scratch_bytes: int, seccomp_fd: int | None) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def probe() -> str:
-    """"" when bubblewrap confines programs here, else why not and what to do (cached)."""
+    """ "" when bubblewrap confines programs here, else why not and what to do (cached)."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
     argv = command(scratch_bytes=1 << 20, seccomp_fd=None)
@@ -126,7 +131,8 @@ def probe() -> str:
         return f"bubblewrap failed to start: {exc}; {INSTALL_HINT}"
     if done.returncode != 0:
         reason = done.stderr.decode("utf-8", "replace").strip()[-500:]
-        return f"bubblewrap cannot create the sandbox here ({reason or f'exit {done.returncode}'}); {INSTALL_HINT}"
+        reason = reason or f"exit {done.returncode}"
+        return f"bubblewrap cannot create the sandbox here ({reason}); {INSTALL_HINT}"
     return ""
 
 

@@ -55,9 +55,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:2000] if lines else ""
 
 
-async def _run_code(
-    client: httpx.AsyncClient, url: str, request: dict[str, Any], cap: int
-) -> dict[str, Any]:
+async def _run_code(client: httpx.AsyncClient, url: str, request: dict[str, Any], cap: int) -> dict[str, Any]:
     try:
         async with client.stream("POST", url.rstrip("/") + "/run_code", json=request) as response:
             body = bytearray()
@@ -74,7 +72,9 @@ async def _run_code(
     except ValueError:
         raise SandboxFusionError("SandboxFusion /run_code sent a reply that is not JSON") from None
     if not isinstance(reply, dict) or reply.get("status") == "SandboxError":
-        raise SandboxFusionError(f"SandboxFusion could not run the program: {str(reply.get('message', ''))[:500]}")
+        raise SandboxFusionError(
+            f"SandboxFusion could not run the program: {str(reply.get('message', ''))[:500]}"
+        )
     return reply
 
 

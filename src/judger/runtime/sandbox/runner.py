@@ -244,7 +244,9 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     return sandbox
 
 
-def _job(code: str, mode: Mode, tests: list[list[Any]], limits: SandboxLimits, **extra: Any) -> dict[str, Any]:
+def _job(
+    code: str, mode: Mode, tests: list[list[Any]], limits: SandboxLimits, **extra: Any
+) -> dict[str, Any]:
     return {
         "code": code,
         "mode": mode,

@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import wire  # noqa: E402
+import wire
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 _PR_SET_DUMPABLE = 4
@@ -43,7 +43,7 @@ class Stop(BaseException):
     """The worker is gone or late: ends the test with ``status`` (not catchable by test code)."""
 
     def __init__(self, status: str, detail: str) -> None:
-        super().__init__(detail)  # noqa
+        super().__init__(detail)
         self.status = status
         self.detail = detail
 
@@ -105,7 +105,12 @@ class Supervisor:
             req_r, req_w = os.pipe()
             argv.append(str(req_r))
             fds.append(req_r)
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.scratch, "TMPDIR": self.scratch, "PYTHONIOENCODING": "utf-8"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": self.scratch,
+            "TMPDIR": self.scratch,
+            "PYTHONIOENCODING": "utf-8",
+        }
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", LANG="C.UTF-8")
         proc = subprocess.Popen(
             argv,
@@ -115,7 +120,7 @@ class Supervisor:
             pass_fds=fds,
             cwd=self.scratch,
             env=env,
-            preexec_fn=os.setpgrp,  # noqa: PLW1509 - single-threaded process
+            preexec_fn=os.setpgrp,
         )
         for fd in fds:
             os.close(fd)
@@ -153,7 +158,11 @@ class Supervisor:
         null = os.open(os.devnull, os.O_RDWR)
         for index, text in self.job["tests"]:
             try:
-                fds = [self.scratch_file(text.encode("utf-8")), self.scratch_file(b""), self.scratch_file(b"")]
+                fds = [
+                    self.scratch_file(text.encode("utf-8")),
+                    self.scratch_file(b""),
+                    self.scratch_file(b""),
+                ]
             except OSError as exc:
                 emit({"event": "test", "index": index, "status": "error", "error": f"scratch: {exc}"})
                 continue
@@ -166,7 +175,10 @@ class Supervisor:
                     status, detail = crash_detail(returncode)
                     if returncode == 1:
                         reported = worker.pending_error()
-                        status, detail = "error", reported or _tail(fds[2]) or "the program exited with status 1"
+                        status, detail = (
+                            "error",
+                            reported or _tail(fds[2]) or "the program exited with status 1",
+                        )
             except Stop as stop:
                 status, detail = stop.status, stop.detail
             finally:
@@ -180,7 +192,13 @@ class Supervisor:
             for fd in fds:
                 os.close(fd)
             emit(
-                {"event": "test", "index": index, "status": status, "error": detail, "stdout_len": len(produced)},
+                {
+                    "event": "test",
+                    "index": index,
+                    "status": status,
+                    "error": detail,
+                    "stdout_len": len(produced),
+                },
                 produced,
             )
         os.close(null)
@@ -362,7 +380,12 @@ class Worker:
 
     def call(self, name: str, args: list, kwargs: dict) -> object:
         self.next_id += 1
-        request = {"id": self.next_id, "name": name, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
+        request = {
+            "id": self.next_id,
+            "name": name,
+            "args": wire.encode(list(args)),
+            "kwargs": wire.encode(kwargs),
+        }
         try:
             data = memoryview(wire.dumps(request))
             while data:

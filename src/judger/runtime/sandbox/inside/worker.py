@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import wire  # noqa: E402
+import wire
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _PATH_EVENTS = {
@@ -76,7 +76,9 @@ def _install_guard(scratch: str, allow_subprocess: bool) -> None:
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )
             if writing and not inside(path):
-                raise PermissionError(f"sandbox: writing outside the scratch directory is not allowed: {path!r}")
+                raise PermissionError(
+                    f"sandbox: writing outside the scratch directory is not allowed: {path!r}"
+                )
             return
         if event in blocked:
             if event == "resource.setrlimit" and sys._getframe(1).f_code is _set_cpu.__code__:
