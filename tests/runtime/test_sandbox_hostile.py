@@ -266,6 +266,16 @@ async def test_assert_style_forgeries_score_zero(program: str) -> None:
     assert honest["score"] == 1.0
 
 
+async def test_call_results_cross_as_plain_values() -> None:
+    tests = {"inputs": [[2]], "outputs": [4], "fn_name": "f"}
+    liar = "class I(int):\n    def __eq__(self, other):\n        return True\ndef f(x):\n    return I(5)"
+    out = await score_async(fenced(liar), tests, limits=LIMITS)
+    assert out["score"] == 0.0 and out["error"] == "failed: wrong answer: returned 5"
+    pytest.importorskip("numpy")
+    numpy_answer = "import numpy as np\ndef f(x):\n    return np.int64(x) * np.int64(x)"
+    assert (await score_async(fenced(numpy_answer), tests, limits=LIMITS))["score"] == 1.0
+
+
 async def test_expected_outputs_are_nowhere_in_the_sandbox() -> None:
     secret = f"EXPECTED-{secrets.token_hex(8)}"
     hunter = (

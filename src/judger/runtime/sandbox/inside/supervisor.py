@@ -129,6 +129,7 @@ class Supervisor:
             "module": "solution" if self.job["mode"] == "call" else "__main__",
             "fn_name": self.job.get("fn_name") if self.job["mode"] == "call" else None,
             "limits": {**self.limits, "cpu_total_s": cpu_total_s},
+            "isolated": self.isolated,
         }
         try:
             with os.fdopen(job_w, "wb") as handle:

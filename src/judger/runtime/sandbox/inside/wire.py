@@ -1,8 +1,9 @@
 """Plain values across the sandbox's process boundary, as one JSON line each.
 
-Only exact built-in types cross (None, bool, int, float, str, bytes, list, tuple, dict, set,
-frozenset, complex): a program cannot hand the judge an object whose ``__eq__`` it wrote. Both
-sides import this file; it uses only the standard library.
+Only built-in values cross (None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset,
+complex; NumPy scalars as their Python value): the judge decodes plain JSON into exact built-in
+types, so a program cannot hand it an object whose ``__eq__`` it wrote. Both sides import this
+file; it uses only the standard library.
 """
 
 import base64
@@ -38,6 +39,15 @@ def encode(value: object, depth: int = 0) -> object:
         return {"$b": base64.b64encode(value).decode()}
     if kind is complex:
         return {"$c": [encode(value.real), encode(value.imag)]}
+    # runs in the worker, where the program could send any plain value anyway: subclasses of
+    # int / float / str and NumPy scalars cross as the plain value they stand for
+    if isinstance(value, bool):
+        return bool(value)
+    for base in (int, float, str):
+        if isinstance(value, base):
+            return encode(base(value), depth + 1)
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return encode(value.item(), depth + 1)  # type: ignore[attr-defined]
     raise WireError(f"a value of type {kind.__name__} cannot leave the sandbox (plain built-in types only)")
 
 
