@@ -139,6 +139,33 @@ async def test_killing_the_parent_kills_only_the_sample() -> None:
     await judger_still_works()
 
 
+def test_one_reward_request_cannot_take_the_server_down() -> None:
+    import httpx
+
+    from judger.server.app import create_app
+    from judger.testing import serve_asgi
+
+    killer = (
+        "import os, signal\n"
+        "for pid in (os.getppid(), 1):\n"
+        "    try:\n"
+        "        signal.pidfd_send_signal(os.pidfd_open(pid), 9)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(3)\n"
+    )
+    tests = {"inputs": ["1 2"], "outputs": ["3"]}
+    with serve_asgi(create_app(CodeJudgerConfig(wall_s=5, cpu_s=5))) as server:
+        reply = httpx.post(
+            server.url + "/reward", json={"response": fenced(killer), "label": tests}, timeout=60
+        )
+        assert reply.status_code == 200 and reply.json()["score"] == 0.0
+        assert httpx.get(server.url + "/health", timeout=5).status_code == 200
+        good = fenced("print(sum(map(int, input().split())))")
+        reply = httpx.post(server.url + "/reward", json={"response": good, "label": tests}, timeout=60)
+        assert reply.status_code == 200 and reply.json()["score"] == 1.0
+
+
 # --- finding 2: escaping and outliving the judge ------------------------------------------------
 
 
