@@ -27,7 +27,7 @@ def state(code: str, tests: dict) -> RolloutState:
 async def test_every_test_format_scores_through_run_code() -> None:
     fake = FakeSandboxFusion()
     with serve_asgi(fake.app) as server:
-        judger = CodeJudgerConfig(backend="sandbox_fusion", sandbox_fusion_url=server.url, wall_s=5).build()
+        judger = CodeJudgerConfig(backend="sandbox_fusion", sandbox_fusion_url=server.url, wall_s=2).build()
         states = [
             state("a, b = map(int, input().split())\nprint(a + b)", ADD),
             state("a, b = map(int, input().split())\nprint(a - b)", ADD),
@@ -42,7 +42,7 @@ async def test_every_test_format_scores_through_run_code() -> None:
     assert scores == [1.0, 0.0, 1.0, 0.5, 1.0, 0.0, 0.0]
     assert out[6].reward["error"].startswith("timeout")  # type: ignore[index]
     assert len(fake.requests) >= 10 and all(r["language"] == "python" for r in fake.requests)
-    assert fake.requests[0]["stdin"] == "1 2" and fake.requests[0]["run_timeout"] == 5
+    assert fake.requests[0]["stdin"] == "1 2" and fake.requests[0]["run_timeout"] == 2
 
 
 async def test_a_server_failure_fails_the_sample_not_scores_it() -> None:

@@ -503,6 +503,7 @@ async def test_the_hosts_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatc
 # --- every one of them in one batch, then the judger still serves --------------------------------
 
 
+@pytest.mark.slow
 async def test_a_batch_of_hostile_programs_fails_them_alone() -> None:
     judger = CodeJudgerConfig(wall_s=3, cpu_s=3, timeout=60).build()
     hostile = [
