@@ -69,12 +69,107 @@ def crash_detail(returncode: int | None) -> tuple[str, str]:
     return "crashed", f"killed by {name}"
 
 
+_WORKER_ENV = {"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8"}
+_WORKER_ENV.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+class Forked:
+    """The ``subprocess.Popen`` surface the supervisor uses, for a worker made with ``os.fork``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
+            time.sleep(0.002)
+        return self.returncode
+
+
+class Zygote:
+    """The first worker, forked before the job is read (so it never held the tests or the job).
+
+    It saves one interpreter start per sample. Its pipes and three scratch files (stdin, stdout
+    and stderr for a stdin-mode test) exist before the fork; the supervisor fills the input file
+    and sends the worker part of the job when the first test starts.
+    """
+
+    def __init__(self, scratch: str) -> None:
+        self.files = [_tmpfile(scratch) for _ in range(3)]
+        self.job_r, self.job_w = os.pipe()
+        self.resp_r, self.resp_w = os.pipe()
+        self.req_r, self.req_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            self._become_worker(scratch)
+        self.proc = Forked(pid)
+        for fd in (self.job_r, self.resp_w, self.req_r):
+            os.close(fd)
+
+    def _become_worker(self, scratch: str) -> None:
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)  # first of all: the host's channel is fd 0 / 1 here
+            os.setpgrp()
+            for fd in (self.job_w, self.resp_r, self.req_w):
+                os.close(fd)
+            os.environ.clear()
+            os.environ.update(_WORKER_ENV, HOME=scratch, TMPDIR=scratch)
+            header = b""
+            while not header.endswith(b"\n"):
+                chunk = os.read(self.job_r, 1)
+                if not chunk:
+                    os._exit(0)
+                header += chunk
+            stdin_mode = header == b"stdin\n"
+            for fd, source in zip((0, 1, 2), self.files if stdin_mode else (null, null, null)):
+                os.dup2(source, fd)
+            for fd in (*self.files, null, *((self.req_r,) if stdin_mode else ())):
+                os.close(fd)
+            import worker
+
+            worker.run(self.job_r, self.resp_w, None if stdin_mode else self.req_r)
+        finally:
+            os._exit(1)
+
+    def release(self, serve: bool) -> None:
+        os.write(self.job_w, b"serve\n" if serve else b"stdin\n")
+        for fd in self.files:
+            os.close(fd)
+
+
+def _tmpfile(scratch: str) -> int:
+    try:
+        return os.open(scratch, os.O_TMPFILE | os.O_RDWR, 0o600)
+    except OSError:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(dir=scratch)
+        os.unlink(path)
+        return fd
+
+
 class Supervisor:
-    def __init__(self, job: dict) -> None:
+    def __init__(self, job: dict, zygote: Zygote | None = None) -> None:
         self.job = job
         self.limits = job["limits"]
         self.isolated = job["isolated"]
         self.scratch = os.getcwd()
+        self.zygote = zygote
 
     # --- processes --------------------------------------------------------------------------
 
@@ -95,6 +190,31 @@ class Supervisor:
         except subprocess.TimeoutExpired:
             return proc.returncode
 
+    def worker_job(self, cpu_total_s: float) -> bytes:
+        return json.dumps(
+            {
+                "code": self.job["code"],
+                "module": "solution" if self.job["mode"] == "call" else "__main__",
+                "fn_name": self.job.get("fn_name") if self.job["mode"] == "call" else None,
+                "limits": {**self.limits, "cpu_total_s": cpu_total_s},
+                "isolated": self.isolated,
+            }
+        ).encode()
+
+    def from_zygote(self, serve: bool, cpu_total_s: float) -> "Worker":
+        """The forked first worker; its stdio are the zygote's files (already filled by the caller)."""
+        zygote, self.zygote = self.zygote, None
+        assert zygote is not None
+        zygote.release(serve)
+        try:
+            with os.fdopen(zygote.job_w, "wb") as handle:
+                handle.write(self.worker_job(cpu_total_s))
+        except OSError:
+            pass  # it died at once: seen as a crash below
+        if not serve:
+            os.close(zygote.req_w)
+        return Worker(self, zygote.proc, zygote.resp_r, zygote.req_w if serve else -1)
+
     def spawn(self, serve: bool, stdio: tuple[int, int, int], cpu_total_s: float) -> "Worker":
         job_r, job_w = os.pipe()
         resp_r, resp_w = os.pipe()
@@ -105,13 +225,7 @@ class Supervisor:
             req_r, req_w = os.pipe()
             argv.append(str(req_r))
             fds.append(req_r)
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": self.scratch,
-            "TMPDIR": self.scratch,
-            "PYTHONIOENCODING": "utf-8",
-        }
-        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", LANG="C.UTF-8")
+        env = {**_WORKER_ENV, "HOME": self.scratch, "TMPDIR": self.scratch}
         proc = subprocess.Popen(
             argv,
             stdin=stdio[0],
@@ -124,16 +238,9 @@ class Supervisor:
         )
         for fd in fds:
             os.close(fd)
-        job = {
-            "code": self.job["code"],
-            "module": "solution" if self.job["mode"] == "call" else "__main__",
-            "fn_name": self.job.get("fn_name") if self.job["mode"] == "call" else None,
-            "limits": {**self.limits, "cpu_total_s": cpu_total_s},
-            "isolated": self.isolated,
-        }
         try:
             with os.fdopen(job_w, "wb") as handle:
-                handle.write(json.dumps(job).encode())
+                handle.write(self.worker_job(cpu_total_s))
         except OSError:
             pass  # it died at once: seen as a crash below
         return Worker(self, proc, resp_r, req_w)
@@ -159,15 +266,22 @@ class Supervisor:
         null = os.open(os.devnull, os.O_RDWR)
         for index, text in self.job["tests"]:
             try:
-                fds = [
-                    self.scratch_file(text.encode("utf-8")),
-                    self.scratch_file(b""),
-                    self.scratch_file(b""),
-                ]
+                if self.zygote is not None:
+                    fds = [os.dup(fd) for fd in self.zygote.files]
+                    _pwrite_all(fds[0], text.encode("utf-8"))
+                else:
+                    fds = [
+                        self.scratch_file(text.encode("utf-8")),
+                        self.scratch_file(b""),
+                        self.scratch_file(b""),
+                    ]
             except OSError as exc:
                 emit({"event": "test", "index": index, "status": "error", "error": f"scratch: {exc}"})
                 continue
-            worker = self.spawn(False, (fds[0], fds[1], fds[2]), self.limits["cpu_s"])
+            if self.zygote is not None:
+                worker = self.from_zygote(False, self.limits["cpu_s"])
+            else:
+                worker = self.spawn(False, (fds[0], fds[1], fds[2]), self.limits["cpu_s"])
             status, detail = "ok", ""
             try:
                 worker.wait_ready()
@@ -214,7 +328,11 @@ class Supervisor:
                 status, detail, extra = "ok", "", {}
                 try:
                     if worker is None:
-                        worker = self.spawn(True, (null, null, null), self.limits["cpu_s"] * n + 2)
+                        cpu_total_s = self.limits["cpu_s"] * n + 2
+                        if self.zygote is not None:
+                            worker = self.from_zygote(True, cpu_total_s)
+                        else:
+                            worker = self.spawn(True, (null, null, null), cpu_total_s)
                         worker.wait_ready()
                         worker.deadline = time.monotonic() + self.limits["wall_s"]
                         if not worker.load():
@@ -257,6 +375,12 @@ class Supervisor:
             if entry_point not in worker.callables:
                 raise NameError(f"the program defines no function {entry_point!r}")
             namespace["check"](namespace[entry_point])
+
+
+def _pwrite_all(fd: int, data: bytes) -> None:
+    view, at = memoryview(data), 0
+    while at < len(view):
+        at += os.pwrite(fd, view[at:], at)
 
 
 def _tail(fd: int) -> str:
@@ -426,9 +550,13 @@ def _undumpable() -> None:
 
 def main() -> None:
     _undumpable()
+    try:
+        zygote: Zygote | None = Zygote(os.getcwd())  # before the job is read: see Zygote
+    except OSError:
+        zygote = None
     job = json.loads(sys.stdin.buffer.read())
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    supervisor = Supervisor(job)
+    supervisor = Supervisor(job, zygote)
     emit({"event": "ready"})
     try:
         if job["mode"] == "stdin":

@@ -203,11 +203,12 @@ def _serve(job: dict, channel: _Wire) -> None:
         channel.send(reply)
 
 
-def main() -> None:
-    """``worker.py JOB_FD RESPONSE_FD [REQUEST_FD]``: one stdin run, or serve calls on the pipes."""
-    with os.fdopen(int(sys.argv[1]), "rb") as handle:
+def run(job_fd: int, response_fd: int, request_fd: int | None) -> None:
+    """Read the job, confine this process, then run the program (never returns)."""
+    with os.fdopen(job_fd, "rb") as handle:
         job = json.loads(handle.read())
-    channel = _Wire(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    sys.argv = ["solution.py"]
+    channel = _Wire(response_fd, request_fd)
     _confine(job)
     channel.send({"event": "ready"})  # the supervisor's wall clock for the program starts here
     if channel.requests is None:
@@ -216,7 +217,12 @@ def main() -> None:
         _run_stdin(job)
     else:
         _serve(job, channel)
-        os._exit(0)
+    os._exit(0)
+
+
+def main() -> None:
+    """``worker.py JOB_FD RESPONSE_FD [REQUEST_FD]``: one stdin run, or serve calls on the pipes."""
+    run(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":
