@@ -3,7 +3,8 @@
 Started by the host as ``python -I supervisor.py`` (under bubblewrap, or directly in the weaker
 ``isolation="none-unsafe"`` mode). It reads one JSON job on stdin, makes itself non-dumpable (so
 the program, running under the same uid, can neither read its memory nor open its descriptors
-through ``/proc``), and starts :mod:`worker` processes that hold the program:
+through ``/proc``), and starts :mod:`worker` processes that hold the program (the first one is
+forked from this process before the job is read, see :class:`Zygote`; later ones are exec'd):
 
 - ``stdin``: a fresh worker per test, fd 0 the input, fd 1 an unlinked file in scratch; the bytes
   are sent to the host, which compares them with the expected output (never sent here).
