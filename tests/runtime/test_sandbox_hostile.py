@@ -14,6 +14,7 @@ import os
 import resource
 import secrets
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -73,9 +74,15 @@ def processes_with(mark: bytes) -> list[int]:
     return [pid for pid, cmdline in _cmdlines().items() if mark in cmdline]
 
 
+def host_scratch_dirs() -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("judger-sandbox-")}
+
+
 @pytest.fixture(autouse=True)
 def no_process_left_behind() -> Iterator[None]:
+    before = host_scratch_dirs()
     yield
+    assert host_scratch_dirs() - before == set()  # scratch lives in the sandbox, never on the host
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         if not any(any(m in c for m in SANDBOX_MARKS) for c in _cmdlines().values()):

@@ -63,9 +63,22 @@ def _python_binds() -> list[str]:
     return args
 
 
+@functools.lru_cache(maxsize=1)
+def _options() -> frozenset[str]:
+    """The options this bubblewrap knows (``--disable-userns`` is 0.8+, ``--size`` 0.7+)."""
+    try:
+        done = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(word for word in (done.stdout + done.stderr).split() if word.startswith("--"))
+
+
 def command(*, scratch_bytes: int, seccomp_fd: int | None) -> list[str]:
     """argv that runs the supervisor under bubblewrap (the job goes to its stdin)."""
     executable = shutil.which("bwrap") or "bwrap"
+    # no nested user namespaces where this bubblewrap can say so (older ones: the seccomp filter
+    # and the lack of capabilities still hold)
+    nested = ["--disable-userns"] if "--disable-userns" in _options() else []
     args = [
         executable,
         "--unshare-user",
@@ -78,7 +91,7 @@ def command(*, scratch_bytes: int, seccomp_fd: int | None) -> list[str]:
         "--unshare-uts",
         "--unshare-net",
         "--unshare-cgroup-try",
-        "--disable-userns",
+        *nested,
         "--die-with-parent",
         "--new-session",
         "--hostname",
@@ -123,6 +136,8 @@ def probe() -> str:
     """ "" when bubblewrap confines programs here, else why not and what to do (cached)."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
+    if "--size" not in _options():
+        return "this bubblewrap is too old to cap the scratch size (--size needs bubblewrap >= 0.7)"
     argv = command(scratch_bytes=1 << 20, seccomp_fd=None)
     argv[-2:] = ["-I", "-c", "import os; assert os.getuid() == 65534"]
     try:
