@@ -74,18 +74,33 @@ def processes_with(mark: bytes) -> list[int]:
     return [pid for pid, cmdline in _cmdlines().items() if mark in cmdline]
 
 
-def host_scratch_dirs() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("judger-sandbox-")}
+def ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this test process (other sessions may share the machine)."""
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            return False
+        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    return False
 
 
 @pytest.fixture(autouse=True)
-def no_process_left_behind() -> Iterator[None]:
-    before = host_scratch_dirs()
+def no_process_left_behind(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    host_tmp = tmp_path_factory.mktemp("host-tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))  # where a host-side scratch would go
     yield
-    assert host_scratch_dirs() - before == set()  # scratch lives in the sandbox, never on the host
+    assert list(host_tmp.iterdir()) == []  # scratch lives in the sandbox, never on the host
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        if not any(any(m in c for m in SANDBOX_MARKS) for c in _cmdlines().values()):
+        if not any(any(m in c for m in SANDBOX_MARKS) and ours(pid) for pid, c in _cmdlines().items()):
             return
         time.sleep(0.05)
     raise AssertionError("a sandbox process outlived its sample")
