@@ -51,3 +51,22 @@ async def test_the_weaker_mode_runs_the_same_harness(
     assert out["score"] == score, out
     assert out["network"] == "audit"
     assert list(tmp_path.iterdir()) == []  # and is removed
+
+
+async def test_a_sandbox_that_cannot_start_is_a_judge_failure_not_a_score(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from judger import CodeJudgerConfig, RolloutState, Status
+    from judger.runtime.sandbox import bwrap
+
+    if bwrap.probe():
+        pytest.skip("bubblewrap unavailable")
+    judger = CodeJudgerConfig(wall_s=3).build()
+    real = bwrap.command
+    monkeypatch.setattr(bwrap, "command", lambda **kw: [real(**kw)[0], "--no-such-option", *real(**kw)[1:]])
+    state = RolloutState(
+        response=fenced("print(1)"), reward_model={"ground_truth": {"inputs": [""], "outputs": ["1"]}}
+    )
+    (out,) = await judger.batch_judge([state])
+    assert out.status == Status.FAILED
+    assert "failed to start" in (out.error_msg or "")

@@ -47,6 +47,10 @@ _STARTUP_ALLOWANCE_S = 5.0
 _HEADER_SLACK = 1 << 16
 
 
+class SandboxStartError(RuntimeError):
+    """The sandbox itself did not come up (not the program's doing): a judge failure, never a score."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Per-run limits. Times are per test; memory, output and files per process; scratch per sample."""
@@ -331,16 +335,26 @@ async def _serve(
     """Read reports until the sandbox ends, hangs or the outcome is decided; return the test in hand."""
     pending = [i for i, _ in job["tests"]]
     position = 0
+    ready = False  # the supervisor says so before any of the program's code can run
     while position < len(pending):
         current = pending[position]
         try:
             message = await sandbox.next_message(per_test_s)
         except (TimeoutError, asyncio.IncompleteReadError):
+            if not ready:
+                raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
             outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
             return current + 1
         if message is None:
+            if not ready:
+                await sandbox.finish()
+                kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
+                raise SandboxStartError(f"the {kind} failed to start (exit status {sandbox.proc.returncode})")
             return current
         event = message.get("event")
+        if event == "ready":
+            ready = True
+            continue
         if event == "load_error":
             result.load_error = str(message.get("error", "the program failed to load"))[:2000]
             return current
