@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-fast test-py310 test-clients lint bench clean
+.PHONY: example test test-fast test-py310 test-clients lint bench clean sandbox-deps
 
 # The client tier runs judger inside the trainers' own packages, which pin versions judger must
 # coexist with (verl brings hydra-core and its antlr4 4.9.3): a separate environment, so the main
@@ -19,7 +19,7 @@ CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 TORCH_FLAGS ?=
 CLIENT_PACKAGES := 'verl==0.9.1' 'trl>=1.13' 'math-verify>=0.7'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | sandbox-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
@@ -71,6 +71,17 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# the code judger runs programs under bubblewrap: installed here when we are root with apt-get,
+# otherwise the exact command to run is printed (code judging refuses to run without it)
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && apt-get install -y bubblewrap; \
+	  else \
+	    echo "bubblewrap (bwrap) is missing; run: sudo apt-get update && sudo apt-get install -y bubblewrap" \
+	         "(Fedora: sudo dnf install bubblewrap; Alpine: apk add bubblewrap)"; \
+	  fi; }
 
 clean:
 	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

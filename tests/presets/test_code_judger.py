@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from judger.scorers.code import compute_score, extract_code, parse_tests, same_s
 ADD = {"inputs": ["1 2\n", "3 4\n", "10 -3\n"], "outputs": ["3\n", "7\n", "7\n"]}
 APPS_LIKE = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 FAST = SandboxLimits(wall_s=2.0, cpu_s=2.0, memory_mb=512)
+# command lines of the sandbox's processes (bubblewrap, supervisor, worker) in either isolation mode
+SANDBOX_MARKS = (b"/opt/judger-sandbox/", b"sandbox/inside/supervisor.py", b"sandbox/inside/worker.py")
 
 
 def fenced(code: str) -> str:
@@ -37,9 +40,25 @@ def sandbox_processes() -> list[int]:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"sandbox_child.py" in cmdline:
+            if any(mark in cmdline for mark in SANDBOX_MARKS) and _ours(int(entry)):
                 found.append(int(entry))
     return found
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this test process (other sessions may share the machine)."""
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            return False
+        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    return False
 
 
 @pytest.fixture(autouse=True)
@@ -248,6 +267,7 @@ async def test_network_access_is_blocked() -> None:
 
 
 async def test_writing_outside_the_scratch_directory_is_refused(tmp_path: Path) -> None:
+    # host paths are not in the sandbox at all (a private /tmp); system paths are read-only
     target = tmp_path / "escaped.txt"
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -255,9 +275,11 @@ async def test_writing_outside_the_scratch_directory_is_refused(tmp_path: Path) 
         f"import os\nopen('inside.txt', 'w').write('fine')\nopen({str(target)!r}, 'w').write('escaped')\n"
     )
     out = await score(program, {"inputs": [""], "outputs": [""]})
-    assert not target.exists() and "outside the scratch directory" in out["error"]
+    assert not target.exists() and "FileNotFoundError" in out["error"]
     out = await score(f"import os\nos.remove({str(victim)!r})", {"inputs": [""], "outputs": [""]})
-    assert victim.read_text() == "keep me" and "os.remove" in out["error"]
+    assert victim.read_text() == "keep me" and "FileNotFoundError" in out["error"]
+    out = await score("open('/usr/judger-escape', 'w')", {"inputs": [""], "outputs": [""]})
+    assert not os.path.exists("/usr/judger-escape") and "outside the scratch directory" in out["error"]
 
 
 async def test_forged_results_are_ignored() -> None:
@@ -284,19 +306,21 @@ async def test_output_flood_is_cut_off() -> None:
     assert out["score"] == 0.0 and "output size limit exceeded" in out["error"]
 
 
-async def test_scratch_directory_is_the_cwd_and_is_removed() -> None:
+async def test_scratch_directory_is_a_private_tmpfs_and_leaves_nothing_on_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[str] = []
 
     def check(index: int, report: dict) -> TestOutcome:
         seen.append(report.get("stdout", "").strip())
         return TestOutcome("passed")
 
-    program = "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a host-side scratch would go
+    program = "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd(), os.listdir('.'))"
     result = await run_tests(program, "stdin", [""], check, limits=FAST)
     assert result.passed == 1
-    (cwd,) = seen
-    assert os.path.basename(cwd).startswith("judger-sandbox-")
-    assert not os.path.exists(cwd)
+    assert seen == ["/tmp ['scratch.txt']"]  # the sandbox's own /tmp, not the host's
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- the judger ----------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from judger.core.deadlines import judge_deadline
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.runtime.sandbox.runner import SandboxLimits
+from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
 
 
 class CodeJudger(ScorerJudger):
@@ -31,6 +31,7 @@ class CodeJudger(ScorerJudger):
         *,
         limits: SandboxLimits,
         max_parallel: int,
+        sandbox_fusion_url: str | None = None,
         on_error: OnError = "fail",
         timeout: float = 300.0,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
@@ -48,6 +49,7 @@ class CodeJudger(ScorerJudger):
         )
         self.limits = limits
         self.max_parallel = max_parallel
+        self.sandbox_fusion_url = sandbox_fusion_url
         self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     def _slots_here(self) -> asyncio.Semaphore:
@@ -67,7 +69,9 @@ class CodeJudger(ScorerJudger):
         async with self._slots_here():
             try:
                 async with judge_deadline(self.judger_name, self.timeout):
-                    return await score_async(*args, limits=self.limits, **kwargs)
+                    return await score_async(
+                        *args, limits=self.limits, sandbox_fusion_url=self.sandbox_fusion_url, **kwargs
+                    )
             except Exception as exc:
                 return exc
 
@@ -78,9 +82,13 @@ class CodeJudger(ScorerJudger):
 class CodeJudgerConfig(ScorerJudgerConfig):
     """Code execution against test cases (see :mod:`judger.scorers.code` for the test format).
 
-    The last fenced Python block of the response runs in a sandboxed subprocess (scratch directory,
-    no network, no child processes, memory / CPU / wall / output limits, process group killed at
-    the end) once per test set, restarted after a test that hangs or crashes. ``continuous=True``
+    ``backend="local"`` (default) runs the last fenced Python block of the response under
+    bubblewrap (new user/PID/mount/IPC/UTS/network namespaces, uid 65534, read-only system, a
+    private size-capped tmpfs scratch, rlimits, everything killed at the deadline; see
+    :mod:`judger.runtime.sandbox.runner`). Building refuses with the fix when bubblewrap cannot run
+    here, unless ``isolation="none-unsafe"`` explicitly accepts running model-written code guarded
+    only by rlimits and an audit hook. ``backend="sandbox_fusion"`` sends each test to the
+    SandboxFusion server at ``sandbox_fusion_url`` (``POST /run_code``). ``continuous=True``
     scores the fraction of tests passed; ``False`` scores all-or-nothing and stops at the first
     failure. ``compat="verl"`` follows verl's ``prime_code`` scoring rules.
     """
@@ -92,6 +100,15 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     cpu_s: float = Field(10.0, gt=0, description="CPU seconds per test (RLIMIT_CPU)")
     memory_mb: int = Field(1024, gt=0, description="address-space limit of the program (RLIMIT_AS)")
     output_mb: int = Field(64, gt=0, description="largest file (stdout included) the program may write")
+    scratch_mb: int = Field(256, gt=0, description="total size of the program's scratch tmpfs")
+    processes: int = Field(64, gt=0, description="processes and threads the program may have (RLIMIT_NPROC)")
+    isolation: Literal["bwrap", "none-unsafe"] = Field(
+        "bwrap", description="'none-unsafe' runs untrusted code without kernel isolation"
+    )
+    backend: Literal["local", "sandbox_fusion"] = "local"
+    sandbox_fusion_url: str | None = Field(
+        None, description="SandboxFusion base URL (backend='sandbox_fusion')"
+    )
     max_parallel: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     timeout: float = Field(300.0, gt=0, description="deadline of one sample (all of its tests), in seconds")
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
@@ -106,15 +123,32 @@ class CodeJudgerConfig(ScorerJudgerConfig):
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(
-            wall_s=self.wall_s, cpu_s=self.cpu_s, memory_mb=self.memory_mb, output_mb=self.output_mb
+            wall_s=self.wall_s,
+            cpu_s=self.cpu_s,
+            memory_mb=self.memory_mb,
+            output_mb=self.output_mb,
+            scratch_mb=self.scratch_mb,
+            processes=self.processes,
+            isolation=self.isolation,
         )
 
+    @model_validator(mode="after")
+    def _backend_needs_its_url(self) -> CodeJudgerConfig:
+        if self.backend == "sandbox_fusion" and not self.sandbox_fusion_url:
+            raise ValueError("backend='sandbox_fusion' needs sandbox_fusion_url (e.g. http://host:8080)")
+        if self.backend == "local" and self.sandbox_fusion_url:
+            raise ValueError("sandbox_fusion_url is set but backend='local': set backend='sandbox_fusion'")
+        return self
+
     def build_local(self) -> CodeJudger:
+        if self.backend == "local":
+            require_isolation(self.isolation)  # refuse now, by name, rather than fail every sample
         return CodeJudger(
             self.judger_name,
             self.scorer_options(),
             limits=self.limits(),
             max_parallel=self.max_parallel,
+            sandbox_fusion_url=self.sandbox_fusion_url if self.backend == "sandbox_fusion" else None,
             on_error=self.on_error,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,

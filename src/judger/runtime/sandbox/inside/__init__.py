@@ -1,0 +1,1 @@
+"""What runs inside the sandbox: standard-library scripts, mounted read-only, never importing judger."""

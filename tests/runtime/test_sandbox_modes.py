@@ -1,0 +1,72 @@
+"""The same harness without bubblewrap (``isolation="none-unsafe"``): formats score, verdicts still
+come from outside the program, and nothing is left in the host's temp directory."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from judger.runtime.sandbox.runner import SandboxLimits
+from judger.scorers.code import score_async
+
+UNSAFE = SandboxLimits(wall_s=3.0, cpu_s=3.0, memory_mb=512, isolation="none-unsafe")
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.mark.parametrize(
+    ("program", "tests", "score"),
+    [
+        ("print(sum(map(int, input().split())))", {"inputs": ["1 2", "3 4"], "outputs": ["3", "7"]}, 1.0),
+        ("print(0)", {"inputs": ["1 2", "3 4"], "outputs": ["3", "7"]}, 0.0),
+        ("def f(a, b):\n    return a + b", {"inputs": [[1, 2]], "outputs": [3], "fn_name": "f"}, 1.0),
+        (
+            "def g(x):\n    return x * x",
+            {"test": "def check(f):\n    assert f(3) == 9", "entry_point": "g"},
+            1.0,
+        ),
+        (
+            "class A:\n    def __eq__(self, o):\n        return True\ndef g(x):\n    return A()",
+            {"test": "def check(f):\n    assert f(3) == 9", "entry_point": "g"},
+            0.0,
+        ),
+        (
+            "import builtins\nbuiltins.exec = lambda *a: None\n"
+            "def check(f):\n    pass\ndef g(x):\n    return 0",
+            {"test": "def check(f):\n    assert f(3) == 9", "entry_point": "g"},
+            0.0,
+        ),
+    ],
+    ids=["stdin", "stdin-wrong", "call", "assert", "assert-eq-forgery", "assert-exec-forgery"],
+)
+async def test_the_weaker_mode_runs_the_same_harness(
+    program: str, tests: dict, score: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the host-side scratch goes here
+    out = await score_async(fenced(program), tests, limits=UNSAFE)
+    assert out["score"] == score, out
+    assert out["network"] == "audit"
+    assert list(tmp_path.iterdir()) == []  # and is removed
+
+
+async def test_a_sandbox_that_cannot_start_is_a_judge_failure_not_a_score(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from judger import CodeJudgerConfig, RolloutState, Status
+    from judger.runtime.sandbox import bwrap
+
+    if bwrap.probe():
+        pytest.skip("bubblewrap unavailable")
+    judger = CodeJudgerConfig(wall_s=3).build()
+    real = bwrap.command
+    monkeypatch.setattr(bwrap, "command", lambda **kw: [real(**kw)[0], "--no-such-option", *real(**kw)[1:]])
+    state = RolloutState(
+        response=fenced("print(1)"), reward_model={"ground_truth": {"inputs": [""], "outputs": ["1"]}}
+    )
+    (out,) = await judger.batch_judge([state])
+    assert out.status == Status.FAILED
+    assert "failed to start" in (out.error_msg or "")
