@@ -189,7 +189,7 @@ class _Sandbox:
 
     async def finish(self) -> None:
         kill_session(self.proc.pid)
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct types on 3.10
             await asyncio.wait_for(self.proc.wait(), 10)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -340,7 +340,7 @@ async def _serve(
         current = pending[position]
         try:
             message = await sandbox.next_message(per_test_s)
-        except (TimeoutError, asyncio.IncompleteReadError):
+        except (TimeoutError, asyncio.TimeoutError, asyncio.IncompleteReadError):  # 3.10: distinct
             if not ready:
                 raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
             outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
