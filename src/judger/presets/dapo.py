@@ -17,6 +17,7 @@ class DapoMathJudger(ScorerJudger):
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         payload = super().preprocess(rollout_state)
+        payload["label"] = self._label(payload.get("label"))
         if self.options.get("max_response_len") is not None:
             if rollout_state.response_ids is None:
                 raise ValueError(
@@ -25,6 +26,24 @@ class DapoMathJudger(ScorerJudger):
                 )
             payload["scorer_kwargs"] = {"response_length": len(rollout_state.response_ids)}
         return payload
+
+    def _label(self, label: Any) -> str:
+        """DAPO compares strings: a number label is its text (default mode); anything else fails
+        this sample with a message naming the field, not the scorer's raw AttributeError."""
+        if isinstance(label, str):
+            return label
+        if label is None:
+            raise ValueError(
+                f"judger {self.judger_name!r}: the ground truth is None (reward_model.ground_truth missing?)"
+            )
+        number = isinstance(label, (int, float)) and not isinstance(label, bool)
+        if number and self.options.get("compat") is None:
+            return str(label)
+        raise ValueError(
+            f"judger {self.judger_name!r}: reward_model.ground_truth must be a string "
+            f"{'' if self.options.get('compat') is None else '(compat=verl) '}"
+            f"(or a number), got {type(label).__name__}"
+        )
 
 
 class DapoMathJudgerConfig(ScorerJudgerConfig):
