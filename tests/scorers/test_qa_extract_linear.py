@@ -21,7 +21,7 @@ def _verl_extract(text: str) -> str | None:
 pieces = st.sampled_from(["<answer>", "</answer>", "<answer", "answer>", "</", "<", ">", " x ", "\n", "42", "a"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(st.lists(pieces, max_size=30).map("".join))
 def test_same_answer_as_verls_regex(text: str) -> None:
     assert extract_solution(text) == _verl_extract(text)

@@ -61,6 +61,10 @@ def test_deep_nesting_refused(server: str) -> None:
         deep = [deep]
     reply = httpx.post(server + "/reward", json={"response": "1", "label": deep})
     assert reply.status_code == 422 and "nested deeper than 32" in reply.json()["message"]
+    # deeper than the JSON parser's own recursion limit
+    body = b'{"response": "1", "label": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    reply = httpx.post(server + "/reward", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 422 and "nested deeper than 32" in reply.json()["message"]
 
 
 async def _slow_body(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

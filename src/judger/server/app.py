@@ -30,7 +30,7 @@ from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 from judger.server.batching import MicroBatcher
-from judger.server.body import BodyError, BodyLimits, parse_json
+from judger.server.body import BodyError, BodyLimits, costly, parse_json
 from judger.server.guard import GuardMiddleware
 from judger.server.metrics import ServerMetrics
 from judger.server.models import (
@@ -155,9 +155,13 @@ def create_app(
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch)
     log_keys: dict[str, None] = {}  # numeric reward keys seen, in order: every /get_reward reply has them
 
+    parsers: list[Any] = []  # the process that parses costly bodies, started on first need
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        for pool in parsers:
+            pool.shutdown(wait=False, cancel_futures=True)
         if close_judger:
             await live.aclose()
 
@@ -178,6 +182,16 @@ def create_app(
         body = await request.body()
         if len(body) <= INLINE_PARSE_BYTES:
             return build(parse_json(body, limits))
+        if costly(body):
+            # parsed where holding the interpreter stalls no one; a body over a limit is refused
+            # there and only the error comes back
+            if not parsers:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                parsers.append(ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")))
+            value = await asyncio.get_running_loop().run_in_executor(parsers[0], parse_json, body, limits)
+            return await asyncio.to_thread(build, value)
         return await asyncio.to_thread(lambda: build(parse_json(body, limits)))
 
     @app.exception_handler(BodyError)
