@@ -34,7 +34,9 @@ def _score(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, st
     return code, out, err
 
 
-def test_output_over_the_input_is_refused(write_jsonl, row, exact_match_config: Path, tmp_path: Path, capsys) -> None:
+def test_output_over_the_input_is_refused(
+    write_jsonl, row, exact_match_config: Path, tmp_path: Path, capsys
+) -> None:
     path = write_jsonl([row("1", "1"), "garbage", row("2", "3")])
     before = path.read_bytes()
     for output in (str(path), os.path.relpath(path), str(tmp_path / "." / path.name)):
@@ -52,7 +54,9 @@ def test_failed_write_leaves_the_previous_output(write_jsonl, row, tmp_path: Pat
     code, _, err = _score([str(path), "-c", str(config), "-o", str(output)], capsys)
     assert code == 2 and "cannot write" in err
     assert output.read_text() == "previous run\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["rollouts.jsonl", "scored.jsonl", "unwritable.py"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["rollouts.jsonl", "scored.jsonl", "unwritable.py"]
+    )
 
 
 def test_output_written_whole(write_jsonl, row, exact_match_config: Path, tmp_path: Path, capsys) -> None:

@@ -18,7 +18,9 @@ def _verl_extract(text: str) -> str | None:
     return matches[-1].group(1).strip() if matches else None
 
 
-pieces = st.sampled_from(["<answer>", "</answer>", "<answer", "answer>", "</", "<", ">", " x ", "\n", "42", "a"])
+pieces = st.sampled_from(
+    ["<answer>", "</answer>", "<answer", "answer>", "</", "<", ">", " x ", "\n", "42", "a"]
+)
 
 
 @settings(max_examples=2000, deadline=None)

@@ -96,7 +96,13 @@ async def test_health_answers_within_1s_under_hostile_clients() -> None:
     open_tags = json.dumps({"response": "<answer>" * 32_768, "label": "x"}).encode()  # 256 kB
     many_pairs = json.dumps({"response": "<answer>x</answer>" * 200_000, "label": "x"}).encode()  # 3.4 MB
     batch = json.dumps(
-        [{"response": "<answer>" * 8_000 + f"<answer>{i}</answer>", "reward_model": {"ground_truth": {"target": [str(i)]}}} for i in range(64)]
+        [
+            {
+                "response": "<answer>" * 8_000 + f"<answer>{i}</answer>",
+                "reward_model": {"ground_truth": {"target": [str(i)]}},
+            }
+            for i in range(64)
+        ]
     ).encode()
     honest = json.dumps({"response": "<answer>Paris</answer>", "label": "paris"}).encode()
 
@@ -142,7 +148,9 @@ async def test_health_answers_within_1s_under_hostile_clients() -> None:
     assert statuses[10:12] == [200] * 2 and json.loads(results[10][1])["score"] == 0.25  # tag spam
     assert statuses[12:15] == [200] * 3
     judged = json.loads(results[12][1])  # the first <answer> opens the answer, as in verl: all wrong
-    assert len(judged) == 64 and all(r["status"] == "completed" and r["reward"]["score"] == 0.0 for r in judged)
+    assert len(judged) == 64 and all(
+        r["status"] == "completed" and r["reward"]["score"] == 0.0 for r in judged
+    )
     assert [s for s, _ in results[15:]] == [200] * 20
     assert all(json.loads(b) == {"score": 1.0, "acc": True, "pred": "Paris"} for _, b in results[15:])
     assert all(reply.startswith(b"HTTP/1.1 408") for reply in slow_replies), slow_replies[:3]

@@ -37,7 +37,9 @@ def test_huge_key_count_refused_fast_with_a_small_reply(server: str) -> None:
     body = json.dumps({f"k{i}": 0 for i in range(300_000)}).encode()
     assert len(body) > 3_000_000
     started = time.perf_counter()
-    reply = httpx.post(server + "/judge", content=body, headers={"content-type": "application/json"}, timeout=60)
+    reply = httpx.post(
+        server + "/judge", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
     assert time.perf_counter() - started < 5.0
     assert reply.status_code == 422 and "300000 keys > limit of 1024" in reply.json()["message"]
     assert len(reply.content) < 2048
@@ -46,7 +48,9 @@ def test_huge_key_count_refused_fast_with_a_small_reply(server: str) -> None:
 def test_long_keys_refused_with_a_small_reply(server: str) -> None:
     """Finding 8: 40 keys of 150 kB gave a 30 MB reply."""
     body = json.dumps({("x" * 150_000) + str(i): 1 for i in range(40)}).encode()
-    reply = httpx.post(server + "/judge", content=body, headers={"content-type": "application/json"}, timeout=60)
+    reply = httpx.post(
+        server + "/judge", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
     assert reply.status_code == 422 and "longer than 256 characters" in reply.json()["message"]
     assert len(reply.content) < 2048
     # a few unknown keys still get their did-you-mean hints, and only a few are named
@@ -123,12 +127,15 @@ async def test_one_client_cannot_hold_every_connection() -> None:
 
 
 def test_posted_telemetry_is_refused(server: str) -> None:
-    """Finding 11: a posted status/judge_failure reached the metrics and came back failed without a message."""
+    """Finding 11: a posted status / judge_failure reached the metrics, and came back failed, unexplained."""
     cases = [
         ({"response": "1", "status": "failed"}, "status"),
         ({"response": "1", "reward": {"score": 1.0}}, "reward"),
         ({"response": "1", "error_msg": "x"}, "error_msg"),
-        ({"response": "1", "extra_fields": {"judge_failure": {"judger": "evil", "kind": "k1"}}}, "judge_failure"),
+        (
+            {"response": "1", "extra_fields": {"judge_failure": {"judger": "evil", "kind": "k1"}}},
+            "judge_failure",
+        ),
     ]
     for body, field in cases:
         reply = httpx.post(server + "/judge", json=body)

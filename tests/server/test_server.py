@@ -81,7 +81,11 @@ def test_reward_timeout_is_504() -> None:
 
 def test_judge_endpoint_single_and_list(server: str) -> None:
     one = httpx.post(server + "/judge", json={"response": "2", "reward_model": {"ground_truth": "2"}}).json()
-    assert one == {"reward": {"score": 1.0, "acc": True, "tag": None}, "status": "completed", "error_msg": None}
+    assert one == {
+        "reward": {"score": 1.0, "acc": True, "tag": None},
+        "status": "completed",
+        "error_msg": None,
+    }
     posted = [
         {"response": "2", "reward_model": {"ground_truth": "3"}, "rollout_id": 7},
         {"response": "EXPLODE", "reward_model": {"ground_truth": "3"}, "status": "completed"},

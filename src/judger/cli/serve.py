@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "instead, so OpenRLHF retries",
     )
     parser.add_argument(
+        "--log-key",
+        dest="log_keys",
+        action="append",
+        metavar="KEY",
+        help="a reward field /get_reward reports in extra_logs (repeatable; default: acc)",
+    )
+    parser.add_argument(
         "--batch-window",
         type=float,
         default=0.0,
@@ -161,6 +168,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
         "allowed_hosts": _allowed_hosts(args),
         "failure_reward": _failure_reward(args.failure_reward),
         "batch_window": args.batch_window,
+        "log_keys": args.log_keys or ["acc"],
     }
 
 
@@ -186,6 +194,7 @@ def _app(spec: dict[str, Any]) -> Any:
         allowed_hosts=spec["allowed_hosts"],
         failure_reward=spec["failure_reward"],
         batch_window=spec["batch_window"],
+        log_keys=spec["log_keys"],
     )
 
 

@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
@@ -54,8 +54,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # bodies above this size are parsed and validated on a thread, so the event loop keeps serving
 INLINE_PARSE_BYTES = 64 * 1024
-# at most this many numeric reward keys are remembered for /get_reward's extra_logs
-MAX_LOG_KEYS = 32
+DEFAULT_LOG_KEYS = ("acc",)
 LIGHT_FIELDS = ("reward", "status", "error_msg")
 
 T = TypeVar("T")
@@ -119,6 +118,7 @@ def create_app(
     failure_reward: float | None = DEFAULT_FAILURE_REWARD,
     batch_window: float = 0.0,
     max_batch: int = 256,
+    log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
 ) -> FastAPI:
     """Serve ``judger`` (a built judger, or a config built here) over HTTP.
 
@@ -136,6 +136,10 @@ def create_app(
       0.0; the failure is flagged in ``extra_logs["judge_failed"]`` and described in
       ``failures``). ``None``: a request with a failed sample answers 500 (504 if it timed out),
       so OpenRLHF (one sample a request) retries it.
+    - ``log_keys``: reward fields ``/get_reward`` reports in ``extra_logs`` (default ``acc``), one
+      number per sample, 0.0 where the field is missing or judging failed. The keys are the same in
+      every reply: OpenRLHF merges the ``extra_logs`` of all samples of a step and fails on a
+      key that only some of them have.
     - ``batch_window`` / ``max_batch``: concurrent single requests arriving within the window
       (0: the same event-loop turn) are judged as one batch of at most ``max_batch``.
 
@@ -153,7 +157,7 @@ def create_app(
     metrics = ServerMetrics()
     recorder = _Recorder(metrics, name)
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch)
-    log_keys: dict[str, None] = {}  # numeric reward keys seen, in order: every /get_reward reply has them
+    log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
 
     parsers: list[Any] = []  # the process that parses costly bodies, started on first need
 
@@ -197,6 +201,12 @@ def create_app(
     @app.exception_handler(BodyError)
     async def _refused(request: Request, exc: BodyError) -> Response:
         return _json({"detail": str(exc), "message": str(exc)}, exc.status)
+
+    @app.exception_handler(Exception)
+    async def _crashed(request: Request, exc: Exception) -> Response:
+        # a judger built with on_error="raise", or a configuration error (an unroutable data_source)
+        detail = f"judging raised {type(exc).__name__}: {exc}"[:2000]
+        return _json({"detail": detail}, 500)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -277,25 +287,23 @@ def create_app(
         ``failures``. A label ``""`` (what OpenRLHF sends for a sample without one) is no label.
         ``data_sources`` routes each sample in a composed judger."""
         states = await parsed(request, get_reward_states)
-        judged = await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
+        judged = (
+            await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
+        )
         failures = [recorder.record(state) for state in judged]
         if failure_reward is None and any(failures):
             timeout = all(f is None or f["kind"] == "timeout" for f in failures)
             detail = "; ".join(f"[{i}] {f['message']}" for i, f in enumerate(failures) if f)[:2000]
             return _json({"detail": detail, "failures": failures}, 504 if timeout else 500)
-        for state, failure in zip(judged, failures):
-            if failure is None and state.reward:
-                for key, value in state.reward.items():
-                    if key != "score" and key not in log_keys and len(log_keys) < MAX_LOG_KEYS:
-                        if isinstance(value, (int, float)):
-                            log_keys[key] = None
         rewards: list[float] = []
         logs: dict[str, list[float]] = {key: [] for key in log_keys}
         flags: list[float] = []
         for state, failure in zip(judged, failures):
             reward_dict = state.reward if failure is None and state.reward else {}
             score = reward_dict.get("score")
-            rewards.append(float(score) if failure is None and score is not None else float(failure_reward or 0.0))
+            rewards.append(
+                float(score) if failure is None and score is not None else float(failure_reward or 0.0)
+            )
             flags.append(0.0 if failure is None else 1.0)
             for key, column in logs.items():
                 value = reward_dict.get(key)

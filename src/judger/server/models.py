@@ -83,13 +83,14 @@ class GetRewardResponse(BaseModel):
     """OpenRLHF's reply: one numeric reward per query, plus per-key numeric lists for logging."""
 
     rewards: list[float] = Field(
-        ..., description="the score of each query; the server's failure_reward (default 0.0) where judging failed"
+        ...,
+        description="the score of each query; the server's failure_reward (default 0.0) where judging failed",
     )
     scores: list[float] = Field(..., description="same as rewards (OpenRLHF uses it for filtering)")
     extra_logs: dict[str, list[float]] = Field(
         default_factory=dict,
-        description="numeric reward fields (acc, ...), one list per key, 0.0 where judging failed; "
-        "judge_failed: 1.0 where it failed",
+        description="the server's log keys (default: acc), one number per query, 0.0 where missing or "
+        "where judging failed; judge_failed: 1.0 where it failed. The same keys in every reply",
     )
     failures: list[JudgeFailureBody | None] = Field(
         default_factory=list, description="per query: null, or which judger failed, how and why"
