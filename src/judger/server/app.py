@@ -71,13 +71,26 @@ def _failure_of(state: RolloutState, judger_name: str) -> dict[str, str] | None:
     }
 
 
-def _json(content: Any, status_code: int = 200) -> Response:
-    """JSON reply; plain json.dumps first (rewards are JSON-native), FastAPI's encoder otherwise."""
+def _encode(content: Any) -> bytes:
+    """JSON bytes; plain json.dumps first (rewards are JSON-native), FastAPI's encoder otherwise."""
     try:
         data = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         data = json.dumps(jsonable_encoder(content, custom_encoder={Exception: str}), ensure_ascii=False)
-    return Response(data.encode(), status_code=status_code, media_type="application/json")
+    return data.encode()
+
+
+def _json(content: Any, status_code: int = 200) -> Response:
+    return Response(_encode(content), status_code=status_code, media_type="application/json")
+
+
+def _flag(query: bytes, name: str) -> bool:
+    if not query:
+        return False
+    from urllib.parse import parse_qs
+
+    values = parse_qs(query.decode("latin-1")).get(name)
+    return bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
 
 
 class _Recorder:
@@ -96,6 +109,20 @@ class _Recorder:
             verdict = state.reward.get("verdict") if state.reward else None
             self.metrics.sample(self.judger_name, "ok", verdict)
         return failure
+
+    def record_many(self, states: list[RolloutState]) -> list[dict[str, str] | None]:
+        """:meth:`record` for a batch: successes without a verdict are counted once, together."""
+        failures: list[dict[str, str] | None] = []
+        plain_ok = 0
+        for state in states:
+            if state.status is not Status.FAILED and not (state.reward and "verdict" in state.reward):
+                plain_ok += 1
+                failures.append(None)
+            else:
+                failures.append(self.record(state))
+        if plain_ok:
+            self.metrics.sample(self.judger_name, "ok", n=plain_ok)
+        return failures
 
 
 def _request_body(model: type[Any]) -> dict[str, Any]:
@@ -182,8 +209,7 @@ def create_app(
     app.state.judger = live
     app.state.metrics = metrics
 
-    async def parsed(request: Request, build: Callable[[Any], T]) -> T:
-        body = await request.body()
+    async def parsed(body: bytes, build: Callable[[Any], T]) -> T:
         if len(body) <= INLINE_PARSE_BYTES:
             return build(parse_json(body, limits))
         if costly(body):
@@ -242,12 +268,15 @@ def create_app(
         user message (LLM verifiers read the question from it). Concurrent requests are judged
         together as one batch.
         """
-        state = await batcher.judge(await parsed(request, reward_state))
+        return _json(*reversed(await do_reward(await request.body(), b"")))
+
+    async def do_reward(body: bytes, query: bytes) -> tuple[int, Any]:
+        state = await batcher.judge(await parsed(body, reward_state))
         failure = recorder.record(state)
         if failure is not None:
             status = 504 if failure["kind"] == "timeout" else 500
-            return _json({"detail": failure["message"], "judge_failure": failure}, status)
-        return _json(state.reward)
+            return status, {"detail": failure["message"], "judge_failure": failure}
+        return 200, state.reward
 
     @app.post(
         "/judge",
@@ -261,18 +290,29 @@ def create_app(
         as ``status="failed"`` with ``error_msg`` and never fail the request. A posted ``reward``,
         ``error_msg``, ``extra_fields.judge_failure`` or a status other than init/completed is
         refused (422): those are the judger's to write."""
-        states, many = await parsed(request, judge_states)
+        return _json(*reversed(await do_judge(await request.body(), b"full=true" if full else b"")))
+
+    async def do_judge(body: bytes, query: bytes) -> tuple[int, Any]:
+        full = _flag(query, "full")
+        states, many = await parsed(body, judge_states)
         if len(states) == 1:
             judged = [await batcher.judge(states[0])]
         else:
             judged = await live.batch_judge(states) if states else []
-        for state in judged:
-            recorder.record(state)
+        recorder.record_many(judged)
         if full:
             out = [s.model_dump(mode="json") for s in judged]
         else:
-            out = [{"reward": s.reward, "status": s.status.value, "error_msg": s.error_msg} for s in judged]
-        return _json(out if many else out[0])
+            failed = Status.FAILED
+            out = [
+                {
+                    "reward": s.reward,
+                    "status": "failed" if s.status is failed else "completed",
+                    "error_msg": s.error_msg,
+                }
+                for s in judged
+            ]
+        return 200, out if many else out[0]
 
     @app.post(
         "/get_reward",
@@ -286,15 +326,18 @@ def create_app(
         ``failure_reward`` (default 0.0), ``extra_logs["judge_failed"]`` 1.0 and its failure in
         ``failures``. A label ``""`` (what OpenRLHF sends for a sample without one) is no label.
         ``data_sources`` routes each sample in a composed judger."""
-        states = await parsed(request, get_reward_states)
+        return _json(*reversed(await do_get_reward(await request.body(), b"")))
+
+    async def do_get_reward(body: bytes, query: bytes) -> tuple[int, Any]:
+        states = await parsed(body, get_reward_states)
         judged = (
             await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
         )
-        failures = [recorder.record(state) for state in judged]
+        failures = recorder.record_many(judged)
         if failure_reward is None and any(failures):
             timeout = all(f is None or f["kind"] == "timeout" for f in failures)
             detail = "; ".join(f"[{i}] {f['message']}" for i, f in enumerate(failures) if f)[:2000]
-            return _json({"detail": detail, "failures": failures}, 504 if timeout else 500)
+            return 504 if timeout else 500, {"detail": detail, "failures": failures}
         rewards: list[float] = []
         logs: dict[str, list[float]] = {key: [] for key in log_keys}
         flags: list[float] = []
@@ -309,7 +352,7 @@ def create_app(
                 value = reward_dict.get(key)
                 column.append(float(value) if isinstance(value, (int, float)) else 0.0)
         logs["judge_failed"] = flags
-        return _json({"rewards": rewards, "scores": list(rewards), "extra_logs": logs, "failures": failures})
+        return 200, {"rewards": rewards, "scores": list(rewards), "extra_logs": logs, "failures": failures}
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> Any:
@@ -359,6 +402,8 @@ def create_app(
         open_paths=OPEN_PATHS,
         body_timeout=body_timeout,
         max_client_requests=max_client_requests or 2 * max_concurrency,
+        handlers={"/reward": do_reward, "/judge": do_judge, "/get_reward": do_get_reward},
+        encode=_encode,
     )
     if allowed_hosts is not None:
         from starlette.middleware.trustedhost import TrustedHostMiddleware

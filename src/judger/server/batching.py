@@ -16,9 +16,16 @@ import asyncio
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState
 
+_Group = list[tuple[RolloutState, "asyncio.Future[RolloutState] | None"]]
+
 
 class MicroBatcher:
-    """``await batcher.judge(state)``: judged together with the states submitted alongside it."""
+    """``await batcher.judge(state)``: judged together with the states submitted alongside it.
+
+    The first request of a group leads it: it yields the event loop once (or sleeps ``window``
+    seconds) while later requests join, then judges the group and hands each follower its state.
+    No task or timer per request: a lone request costs one extra event-loop turn.
+    """
 
     def __init__(self, judger: BaseJudger, *, window: float = 0.0, max_batch: int = 256) -> None:
         if window < 0 or max_batch < 1:
@@ -26,58 +33,60 @@ class MicroBatcher:
         self.judger = judger
         self.window = window
         self.max_batch = max_batch
-        self._pending: list[tuple[RolloutState, asyncio.Future[RolloutState]]] = []
-        self._scheduled = False
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._open: _Group | None = None
+        self._orphans: set[asyncio.Future[None]] = set()
 
     async def judge(self, state: RolloutState) -> RolloutState:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RolloutState] = loop.create_future()
-        self._pending.append((state, future))
-        if len(self._pending) >= self.max_batch:
-            self._flush()
-        elif not self._scheduled:
-            self._scheduled = True
-            if self.window > 0:
-                loop.call_later(self.window, self._flush)
-            else:
-                loop.call_soon(self._flush)
-        return await future
-
-    def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        self._scheduled = False
-        if batch:
-            task = asyncio.ensure_future(self._run(batch))
-            self._tasks.add(task)  # the loop keeps only weak references to tasks
-            task.add_done_callback(self._tasks.discard)
-
-    async def _run(self, batch: list[tuple[RolloutState, asyncio.Future[RolloutState]]]) -> None:
-        states = [state for state, _ in batch]
+        group = self._open
+        if group is not None and len(group) < self.max_batch:
+            future: asyncio.Future[RolloutState] = asyncio.get_running_loop().create_future()
+            group.append((state, future))
+            return await future
+        group = self._open = [(state, None)]
         try:
-            if len(states) == 1:
-                judged = [await self.judger.judge(states[0])]
-            else:
-                judged = await self.judger.batch_judge(states)
+            await asyncio.sleep(self.window)
+        except BaseException:
+            # the leader was cancelled while collecting: its followers are judged without it
+            if self._open is group:
+                self._open = None
+            if len(group) > 1:
+                task = asyncio.ensure_future(self._settle(group[1:]))
+                self._orphans.add(task)
+                task.add_done_callback(self._orphans.discard)
+            raise
+        if self._open is group:
+            self._open = None
+        if len(group) == 1:
+            return await self.judger.judge(state)
+        try:
+            results = await self._judge_all([s for s, _ in group])
+        except BaseException as exc:
+            for _, follower in group[1:]:
+                if follower is not None and not follower.done():
+                    follower.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+            raise
+        for (_, follower), result in zip(group[1:], results[1:]):
+            if follower is not None and not follower.done():
+                if isinstance(result, BaseException):
+                    follower.set_exception(result)
+                else:
+                    follower.set_result(result)
+        if isinstance(results[0], BaseException):
+            raise results[0]
+        return results[0]
+
+    async def _settle(self, group: _Group) -> None:
+        results = await self._judge_all([s for s, _ in group])
+        for (_, future), result in zip(group, results):
+            if future is not None and not future.done():
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    async def _judge_all(self, states: list[RolloutState]) -> list[RolloutState | BaseException]:
+        try:
+            return list(await self.judger.batch_judge(states))
         except Exception:
             # on_error="raise": one sample's exception must not answer its neighbours' requests
-            await asyncio.gather(*(self._run_one(state, future) for state, future in batch))
-            return
-        except BaseException as exc:  # cancelled at shutdown: nobody waits forever
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-            raise
-        for (_, future), state in zip(batch, judged):
-            if not future.done():
-                future.set_result(state)
-
-    async def _run_one(self, state: RolloutState, future: asyncio.Future[RolloutState]) -> None:
-        try:
-            result = await self.judger.judge(state)
-        except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(result)
+            return list(await asyncio.gather(*(self.judger.judge(s) for s in states), return_exceptions=True))

@@ -69,42 +69,73 @@ def parse_json(body: bytes, limits: BodyLimits) -> Any:
 
 
 def check_shape(value: Any, limits: BodyLimits) -> None:
-    """Walk ``value`` once (iteratively: no recursion limit to hit) and enforce ``limits``."""
+    """Walk ``value`` once (iteratively: no recursion limit to hit) and enforce ``limits``.
+
+    The walk keeps no paths (building one per node would cost more than the walk); the path of a
+    violation is found afterwards, by a second search that runs only on the refused body.
+    """
     nodes = 0
-    stack: list[tuple[Any, int, str]] = [(value, 0, "body")]
+    max_keys, max_key, max_str, max_depth = (
+        limits.max_keys_per_object,
+        limits.max_key_chars,
+        limits.max_string_chars,
+        limits.max_depth,
+    )
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item, depth, where = stack.pop()
-        kind = type(item)
-        if kind is str:
-            if len(item) > limits.max_string_chars:
+        item, depth = stack.pop()
+        if type(item) is dict:
+            if depth >= max_depth:
+                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
+            if len(item) > max_keys:
                 raise BodyError(
-                    f"{where}: string of {len(item)} characters > limit of {limits.max_string_chars}"
-                )
-            continue
-        if kind is dict:
-            if depth >= limits.max_depth:
-                raise BodyError(f"{where}: nested deeper than {limits.max_depth} levels")
-            if len(item) > limits.max_keys_per_object:
-                raise BodyError(
-                    f"{where}: object with {len(item)} keys > limit of {limits.max_keys_per_object}"
+                    f"{_path_to(value, item)}: object with {len(item)} keys > limit of {max_keys}"
                 )
             nodes += len(item)
-            if nodes > limits.max_nodes:
-                raise BodyError(f"body: more than {limits.max_nodes} keys and items in all")
             for key, child in item.items():
-                if len(key) > limits.max_key_chars:
-                    raise BodyError(f"{where}: key {echo(key)} longer than {limits.max_key_chars} characters")
-                if type(child) in _CONTAINERS_OR_STR:
-                    stack.append((child, depth + 1, f"{where}.{key}" if where != "body" else key))
-        elif kind is list:
-            if depth >= limits.max_depth:
-                raise BodyError(f"{where}: nested deeper than {limits.max_depth} levels")
+                if len(key) > max_key:
+                    where = _path_to(value, item)
+                    raise BodyError(f"{where}: key {echo(key)} longer than {max_key} characters")
+                kind = type(child)
+                if kind is str:
+                    if len(child) > max_str:
+                        raise BodyError(f"{_path_to(value, item)}.{key}: {_too_long(child, max_str)}")
+                elif kind is dict or kind is list:
+                    stack.append((child, depth + 1))
+        else:  # a list (strings and scalars are checked where they are found)
+            if depth >= max_depth:
+                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
             nodes += len(item)
-            if nodes > limits.max_nodes:
-                raise BodyError(f"body: more than {limits.max_nodes} keys and items in all")
+            for child in item:
+                kind = type(child)
+                if kind is str:
+                    if len(child) > max_str:
+                        raise BodyError(f"{_path_to(value, item)}[...]: {_too_long(child, max_str)}")
+                elif kind is dict or kind is list:
+                    stack.append((child, depth + 1))
+        if nodes > limits.max_nodes:
+            raise BodyError(f"body: more than {limits.max_nodes} keys and items in all")
+    if type(value) is str and len(value) > max_str:
+        raise BodyError(f"body: {_too_long(value, max_str)}")
+
+
+def _too_long(text: str, limit: int) -> str:
+    return f"string of {len(text)} characters > limit of {limit}"
+
+
+def _path_to(root: Any, target: Any) -> str:
+    """Where ``target`` (found by identity) sits in ``root``, as ``a.b[3].c``; only on errors."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        item, path = stack.pop()
+        if item is target:
+            return path or "body"
+        if type(item) is dict:
+            for key, child in item.items():
+                if type(child) in (dict, list):
+                    stack.append((child, f"{path}.{echo(key)[1:-1]}" if path else echo(key)[1:-1]))
+        elif type(item) is list:
             for i, child in enumerate(item):
-                if type(child) in _CONTAINERS_OR_STR:
-                    stack.append((child, depth + 1, f"{where}[{i}]"))
-
-
-_CONTAINERS_OR_STR = (dict, list, str)
+                if type(child) in (dict, list):
+                    stack.append((child, f"{path}[{i}]"))
+    return "body"

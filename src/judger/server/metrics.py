@@ -98,11 +98,12 @@ class ServerMetrics:
     def reject(self, reason: str) -> None:
         self.rejected[(("reason", reason),)] += 1
 
-    def sample(self, judger: str, outcome: str, verdict: object = None) -> None:
+    def sample(self, judger: str, outcome: str, verdict: object = None, n: int = 1) -> None:
+        """Count ``n`` samples of ``judger`` with ``outcome`` (and ``verdict``, when a string)."""
         judger = self._bounded("judger", judger)
-        self.samples[(("judger", judger), ("outcome", outcome if outcome in OUTCOMES else "error"))] += 1
+        self.samples[(("judger", judger), ("outcome", outcome if outcome in OUTCOMES else "error"))] += n
         if isinstance(verdict, str):
-            self.verdicts[(("judger", judger), ("verdict", self._bounded("verdict", verdict)))] += 1
+            self.verdicts[(("judger", judger), ("verdict", self._bounded("verdict", verdict)))] += n
 
     def render(self) -> str:
         """The exposition text (format 0.0.4)."""
