@@ -42,7 +42,7 @@ from judger.server.models import (
     RewardRequest,
     RewardResponse,
 )
-from judger.server.requests import get_reward_states, judge_states, reward_state
+from judger.server.requests import get_reward_states, judge_states, judge_states_json, reward_state
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 512
@@ -294,7 +294,8 @@ def create_app(
 
     async def do_judge(body: bytes, query: bytes) -> tuple[int, Any]:
         full = _flag(query, "full")
-        states, many = await parsed(body, judge_states)
+        direct = judge_states_json(body, limits) if len(body) <= INLINE_PARSE_BYTES else None
+        states, many = direct if direct is not None else await parsed(body, judge_states)
         if len(states) == 1:
             judged = [await batcher.judge(states[0])]
         else:

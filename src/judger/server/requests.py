@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from judger.core.rollout import RolloutState, Status
-from judger.server.body import BodyError, echo
+from judger.server.body import BodyError, BodyLimits, echo
 
 # at most this many validation errors are reported, each without the offending input
 MAX_ERRORS = 10
@@ -106,6 +106,45 @@ def _unknown_fields(item: dict[str, Any], where: str) -> None:
     raise BodyError(
         f"{where}: RolloutState has no field {', '.join(hints)}{more}; put task-specific data in extra_fields"
     )
+
+
+_state: TypeAdapter[RolloutState] | None = None
+
+
+def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutState], bool] | None:
+    """``/judge`` validated straight from the JSON bytes, when cheap byte counts prove the body
+    within the key and string limits (at most as many keys as colons, no string longer than the
+    body); None otherwise (the caller parses and walks it). Posted judger-written fields are
+    checked on the validated states."""
+    global _state, _states
+    if body.count(b":") > limits.max_keys_per_object or len(body) > limits.max_string_chars:
+        return None
+    many = body.lstrip()[:1] == b"["
+    if _state is None or _states is None:
+        _state, _states = TypeAdapter(RolloutState), TypeAdapter(list[RolloutState])
+    try:
+        states = _states.validate_json(body) if many else [_state.validate_json(body)]
+    except ValidationError as exc:
+        if any(e.get("type") == "json_invalid" for e in exc.errors(include_input=False, include_url=False)):
+            raise BodyError(f"body: invalid JSON ({validation_message(exc, 'body')})", status=400) from None
+        raise BodyError(validation_message(exc, "" if many else "body", indexed=many)) from None
+    for i, state in enumerate(states):
+        where = f"[{i}]" if many else "body"
+        if state.reward is not None or state.error_msg is not None:
+            name = "reward" if state.reward is not None else "error_msg"
+            raise BodyError(f"{where}.{name}: written by the judger; post it as null or leave it out")
+        if state.status is not Status.COMPLETED:
+            if state.status is not Status.INIT:
+                raise BodyError(
+                    f"{where}.status: {echo(state.status.value)} cannot be judged; "
+                    "post 'completed' or leave it out"
+                )
+            # posted to be judged: a finished rollout (a plain attribute write: pydantic's __setattr__
+            # costs a microsecond a state, and these states were validated just above)
+            state.__dict__["status"] = Status.COMPLETED
+        if "judge_failure" in state.extra_fields:
+            raise BodyError(f"{where}.extra_fields.judge_failure: written by the judger; leave it out")
+    return states, many
 
 
 def judge_states(body: Any) -> tuple[list[RolloutState], bool]:
