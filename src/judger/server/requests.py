@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from judger.core.rollout import RolloutState, Status
 from judger.server.body import BodyError, BodyLimits, echo
+from judger.server.states import twin, validate_json
 
 # at most this many validation errors are reported, each without the offending input
 MAX_ERRORS = 10
@@ -108,22 +109,16 @@ def _unknown_fields(item: dict[str, Any], where: str) -> None:
     )
 
 
-_state: TypeAdapter[RolloutState] | None = None
-
-
 def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutState], bool] | None:
     """``/judge`` validated straight from the JSON bytes, when cheap byte counts prove the body
     within the key and string limits (at most as many keys as colons, no string longer than the
     body); None otherwise (the caller parses and walks it). Posted judger-written fields are
     checked on the validated states."""
-    global _state, _states
     if body.count(b":") > limits.max_keys_per_object or len(body) > limits.max_string_chars:
         return None
     many = body.lstrip()[:1] == b"["
-    if _state is None or _states is None:
-        _state, _states = TypeAdapter(RolloutState), TypeAdapter(list[RolloutState])
     try:
-        states = _states.validate_json(body) if many else [_state.validate_json(body)]
+        states = validate_json(body, many)
     except ValidationError as exc:
         if any(e.get("type") == "json_invalid" for e in exc.errors(include_input=False, include_url=False)):
             raise BodyError(f"body: invalid JSON ({validation_message(exc, 'body')})", status=400) from None
@@ -216,6 +211,13 @@ def validation_message(exc: ValidationError, where: str, *, indexed: bool = Fals
             loc.pop(0)  # a single state was validated as a list of one
         field = ".".join(str(p) for p in loc)
         msg = str(error.get("msg", ""))
+        if error.get("type") == "extra_forbidden" and len(loc) == 1:  # an unknown RolloutState field
+            name = str(loc[0])
+            parts.append(
+                f"{head}: RolloutState has no field {echo(name)}{twin().hint(name)}; "
+                "put task-specific data in extra_fields"
+            )
+            continue
         parts.append(f"{head}{'.' + field if field else ''}: {msg[:200]}")
     if exc.error_count() > MAX_ERRORS:
         parts.append(f"... and {exc.error_count() - MAX_ERRORS} more")
