@@ -146,6 +146,7 @@ def create_app(
     batch_window: float = 0.0,
     max_batch: int = 256,
     log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
+    micro_batch: bool | None = None,
 ) -> FastAPI:
     """Serve ``judger`` (a built judger, or a config built here) over HTTP.
 
@@ -169,6 +170,8 @@ def create_app(
       key that only some of them have.
     - ``batch_window`` / ``max_batch``: concurrent single requests arriving within the window
       (0: the same event-loop turn) are judged as one batch of at most ``max_batch``.
+      ``micro_batch``: whether to (default: for preset judgers, whose batches keep a deadline per
+      sample; a generic Judger's batch call shares one deadline, so it is judged one by one).
 
     The judger is closed when the server shuts down unless ``close_judger`` is False.
     """
@@ -183,7 +186,13 @@ def create_app(
     name = live.get_judger_name()
     metrics = ServerMetrics()
     recorder = _Recorder(metrics, name)
-    batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch)
+    if micro_batch is None:
+        # only where a batch keeps per-sample deadlines: a generic Judger's batch call shares one
+        # deadline, so one slow request could time out the requests batched with it
+        from judger.presets.base import ScorerJudger
+
+        micro_batch = isinstance(live, ScorerJudger)
+    batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
     log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
 
     parsers: list[Any] = []  # the process that parses costly bodies, started on first need
@@ -208,6 +217,7 @@ def create_app(
     )
     app.state.judger = live
     app.state.metrics = metrics
+    app.state.batcher = batcher
 
     async def parsed(body: bytes, build: Callable[[Any], T]) -> T:
         if len(body) <= INLINE_PARSE_BYTES:

@@ -37,6 +37,8 @@ class MicroBatcher:
         self._orphans: set[asyncio.Future[None]] = set()
 
     async def judge(self, state: RolloutState) -> RolloutState:
+        if self.max_batch == 1:
+            return await self.judger.judge(state)
         group = self._open
         if group is not None and len(group) < self.max_batch:
             future: asyncio.Future[RolloutState] = asyncio.get_running_loop().create_future()
