@@ -81,20 +81,30 @@ def test_reward_timeout_is_504() -> None:
 
 def test_judge_endpoint_single_and_list(server: str) -> None:
     one = httpx.post(server + "/judge", json={"response": "2", "reward_model": {"ground_truth": "2"}}).json()
-    assert one["reward"] == {"score": 1.0, "acc": True, "tag": None}
-    many = httpx.post(
-        server + "/judge",
-        json=[
-            {"response": "2", "reward_model": {"ground_truth": "3"}, "rollout_id": 7},
-            {"response": "EXPLODE", "reward_model": {"ground_truth": "3"}, "status": "completed"},
-        ],
-    )
-    assert many.status_code == 200
-    ok, failed = many.json()
-    assert ok["rollout_id"] == 7 and ok["reward"]["score"] == 0.0
+    assert one == {
+        "reward": {"score": 1.0, "acc": True, "tag": None},
+        "status": "completed",
+        "error_msg": None,
+    }
+    posted = [
+        {"response": "2", "reward_model": {"ground_truth": "3"}, "rollout_id": 7},
+        {"response": "EXPLODE", "reward_model": {"ground_truth": "3"}, "status": "completed"},
+    ]
+    light = httpx.post(server + "/judge", json=posted)
+    assert light.status_code == 200
+    ok, failed = light.json()
+    assert set(ok) == {"reward", "status", "error_msg"} and ok["reward"]["score"] == 0.0
     assert failed["status"] == Status.FAILED.value and failed["reward"] is None
     assert "cannot score EXPLODE" in failed["error_msg"]
+    ok, failed = httpx.post(server + "/judge", params={"full": "true"}, json=posted).json()
+    assert ok["rollout_id"] == 7 and ok["reward"]["score"] == 0.0 and ok["response"] == "2"
+    assert failed["status"] == Status.FAILED.value and failed["reward"] is None
     assert failed["extra_fields"]["judge_failure"] == {"judger": "exact", "kind": "error"}
+
+
+def test_judge_empty_list_is_an_empty_answer(server: str) -> None:
+    reply = httpx.post(server + "/judge", json=[])
+    assert reply.status_code == 200 and reply.json() == []
 
 
 def test_get_reward_openrlhf_protocol(server: str) -> None:
@@ -104,11 +114,11 @@ def test_get_reward_openrlhf_protocol(server: str) -> None:
         "labels": ["4", "6", "1"],
     }
     reply = httpx.post(server + "/get_reward", json=body).json()
-    assert reply == {
-        "rewards": [1.0, 0.0, None],
-        "scores": [1.0, 0.0, None],
-        "extra_logs": {"acc": [1.0, 0.0, None]},
-    }
+    assert reply["rewards"] == [1.0, 0.0, 0.0] and reply["scores"] == [1.0, 0.0, 0.0]
+    assert reply["extra_logs"] == {"acc": [1.0, 0.0, 0.0], "judge_failed": [0.0, 0.0, 1.0]}
+    assert reply["failures"][:2] == [None, None]
+    assert reply["failures"][2]["judger"] == "exact"
+    assert "cannot score EXPLODE" in reply["failures"][2]["message"]
 
 
 def test_bad_requests_name_the_field(server: str) -> None:
@@ -203,7 +213,7 @@ def test_openapi_describes_the_endpoints(server: str) -> None:
     schemas = spec["components"]["schemas"]
     assert set(schemas["RewardRequest"]["properties"]) == {"response", "label", "extra_info", "data_source"}
     assert "response" in schemas["RewardRequest"]["required"]
-    assert set(schemas["GetRewardRequest"]["properties"]) == {"query", "prompts", "labels"}
+    assert set(schemas["GetRewardRequest"]["properties"]) == {"query", "prompts", "labels", "data_sources"}
     assert "413" in spec["paths"]["/reward"]["post"]["responses"]
     assert httpx.get(server + "/docs").status_code == 200
 

@@ -74,6 +74,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+# --- the output file ------------------------------------------------------------------------------
+
+
+def _same_file(input_path: str, output_path: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(input_path, output_path)
+    except OSError:  # the output does not exist yet (or the input does not: reading reports it)
+        return os.path.abspath(input_path) == os.path.abspath(output_path)
+
+
+def _write_atomically(output: str, write: Any) -> None:
+    """``write(tmp)`` next to ``output``, then rename it over ``output``: a reader never sees a
+    half-written file, and a failed write leaves any previous output as it was."""
+    import os
+    from pathlib import Path
+
+    target = Path(output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # same directory (a rename within one filesystem is atomic) and same suffix (it picks the format)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 # --- building the judger --------------------------------------------------------------------------
 
 
@@ -177,6 +207,10 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or args.examples < 0:
         _say("judger score: --batch-size and --workers must be >= 1, --examples >= 0")
         return EXIT_UNUSABLE
+    if args.output and _same_file(args.input, args.output):
+        # rows that cannot be read are not written back: scoring in place would lose them
+        _say(f"judger score: -o {args.output} is the input file; write the scored rows to another path")
+        return EXIT_UNUSABLE
     try:
         rollouts = read_rollouts(args.input)
     except InputError as exc:
@@ -240,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     write_failed = False
     if args.output:
         try:
-            write_rollouts(args.output, states, layout=rollouts.layout)
+            _write_atomically(args.output, lambda path: write_rollouts(path, states, layout=rollouts.layout))
         except Exception as exc:
             _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
             write_failed = True

@@ -11,6 +11,8 @@ from typing import Any
 TOKEN_ENV = "JUDGER_SERVER_TOKEN"
 _SPEC_ENV = "JUDGER_SERVE_SPEC"  # how --workers N hands the spec to each worker process
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +39,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     parser.add_argument(
-        "--token", help=f"require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV} if set)"
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN'; visible to other users in `ps`: prefer ${TOKEN_ENV} "
+        "or --token-file",
+    )
+    parser.add_argument(
+        "--token-file", metavar="PATH", help="read the token from this file (first line; kept out of `ps`)"
+    )
+    parser.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="HOST",
+        help="a Host header value the server answers (repeatable; '*' for any). Default: the loopback "
+        "names when bound to loopback, else the --host address",
     )
     parser.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="larger requests get 413 (default 8 MiB)"
@@ -47,6 +62,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=512,
         help="judge requests served at once per worker; more get 503 + Retry-After (default 512)",
+    )
+    parser.add_argument(
+        "--max-client-requests",
+        type=int,
+        default=None,
+        help="judge requests one client address may have open, body reading included; more get 429 "
+        "(default 2 x --max-concurrency)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client has to send a request body; slower ones get 408 (default 30)",
+    )
+    parser.add_argument(
+        "--failure-reward",
+        default="0.0",
+        help="/get_reward's reward for a sample the judger failed on (default 0.0); 'none': answer 5xx "
+        "instead, so OpenRLHF retries",
+    )
+    parser.add_argument(
+        "--log-key",
+        dest="log_keys",
+        action="append",
+        metavar="KEY",
+        help="a reward field /get_reward reports in extra_logs (repeatable; default: acc)",
+    )
+    parser.add_argument(
+        "--batch-window",
+        type=float,
+        default=0.0,
+        help="seconds concurrent single requests wait to be judged as one batch (default 0: those "
+        "arriving in the same event-loop turn)",
     )
     parser.add_argument(
         "--graceful-timeout",
@@ -62,14 +110,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _UsageError(ValueError):
+    pass
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token and args.token_file:
+        raise _UsageError("give --token or --token-file, not both")
+    if args.token:
+        print(
+            f"judger serve: warning: --token is visible to every user in `ps`; use ${TOKEN_ENV} or "
+            "--token-file",
+            file=sys.stderr,
+        )
+        return str(args.token)
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as fh:
+                token = fh.readline().strip()
+        except OSError as exc:
+            raise _UsageError(f"--token-file: cannot read {args.token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise _UsageError(f"--token-file: {args.token_file} is empty")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
+    if args.allowed_hosts:
+        return None if "*" in args.allowed_hosts else list(args.allowed_hosts)
+    if args.host in _LOOPBACK:
+        return list(_LOOPBACK_NAMES)
+    if args.host in _ANY_ADDRESS:
+        return None  # which names reach this machine is unknown: --allowed-host narrows it
+    return [args.host]
+
+
+def _failure_reward(text: str) -> float | None:
+    if text.strip().lower() in ("none", "null"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise _UsageError(f"--failure-reward: expected a number or 'none', got {text!r}") from None
+
+
 def _spec(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "config": args.config,
         "preset": args.preset,
         "overrides": args.overrides or [],
-        "token": args.token or os.environ.get(TOKEN_ENV) or None,
+        "token": _token(args),
         "max_body_bytes": args.max_body_bytes,
         "max_concurrency": args.max_concurrency,
+        "max_client_requests": args.max_client_requests,
+        "body_timeout": args.body_timeout,
+        "allowed_hosts": _allowed_hosts(args),
+        "failure_reward": _failure_reward(args.failure_reward),
+        "batch_window": args.batch_window,
+        "log_keys": args.log_keys or ["acc"],
     }
 
 
@@ -90,6 +189,12 @@ def _app(spec: dict[str, Any]) -> Any:
         token=spec["token"],
         max_body_bytes=spec["max_body_bytes"],
         max_concurrency=spec["max_concurrency"],
+        max_client_requests=spec["max_client_requests"],
+        body_timeout=spec["body_timeout"],
+        allowed_hosts=spec["allowed_hosts"],
+        failure_reward=spec["failure_reward"],
+        batch_window=spec["batch_window"],
+        log_keys=spec["log_keys"],
     )
 
 
@@ -99,19 +204,31 @@ def app_from_env() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C while the judger was still loading: no traceback
+        print("judger serve: interrupted during start-up", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     if bool(args.config) == bool(args.preset):
         print("judger serve: give a CONFIG or --preset NAME (one of them)", file=sys.stderr)
         return 2
     if args.workers < 1:
         print("judger serve: --workers must be >= 1", file=sys.stderr)
         return 2
+    try:
+        spec = _spec(args)
+    except _UsageError as exc:
+        print(f"judger serve: {exc}", file=sys.stderr)
+        return 2
     import uvicorn
 
-    spec = _spec(args)
     if args.host not in _LOOPBACK and not spec["token"]:
         print(
             f"judger serve: warning: binding {args.host} without a token; anyone who can reach this "
-            f"port can use the judger (set --token or ${TOKEN_ENV})",
+            f"port can use the judger (set ${TOKEN_ENV} or --token-file)",
             file=sys.stderr,
         )
     try:
@@ -125,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, ImportError) as exc:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
+    # uvicorn's own limits: idle keep-alive connections close after 5 s and headers are capped by
+    # h11/httptools. It has no body-read deadline and no per-client cap: GuardMiddleware adds both.
+    # limit_concurrency stays off: beyond it uvicorn answers 503 to /health too.
     uvicorn.run(
         app,
         factory=factory,
@@ -134,5 +254,6 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         timeout_graceful_shutdown=args.graceful_timeout,
+        timeout_keep_alive=5,
     )
     return 0

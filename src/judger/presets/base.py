@@ -45,14 +45,19 @@ _YIELD_EVERY = 2048
 
 
 def _key(payload: JudgerPayload) -> tuple[Any, ...]:
-    extra = payload.get("extra_info")
-    kwargs = payload.get("scorer_kwargs")
-    return (
-        payload.get("response"),
-        repr(payload.get("label")),
-        repr(sorted(extra.items())) if extra else None,
-        repr(sorted(kwargs.items())) if kwargs else None,
-    )
+    try:
+        extra = payload.get("extra_info")
+        kwargs = payload.get("scorer_kwargs")
+        return (
+            payload.get("response"),
+            repr(payload.get("label")),
+            repr(sorted(extra.items())) if extra else None,
+            repr(sorted(kwargs.items())) if kwargs else None,
+        )
+    except Exception:
+        # a key that cannot be built (extra_info not a dict, a label whose repr refuses such as
+        # 10**5000): this sample is scored on its own, and fails alone if its scorer refuses it too
+        return (object(),)
 
 
 class ScorerJudger(Judger):

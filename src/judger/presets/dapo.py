@@ -36,6 +36,7 @@ class DapoMathJudger(ScorerJudger):
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         payload = super().preprocess(rollout_state)
+        payload["label"] = self._label(payload.get("label"))
         response = payload.get("response")
         if self.eos_tokens and isinstance(response, str):
             for eos in self.eos_tokens:
@@ -54,6 +55,24 @@ class DapoMathJudger(ScorerJudger):
                 length = len(rollout_state.response_ids)
             payload["scorer_kwargs"] = {"response_length": length}
         return payload
+
+    def _label(self, label: Any) -> str:
+        """DAPO compares strings: a number label is its text (default mode); anything else fails
+        this sample with a message naming the field, not the scorer's raw AttributeError."""
+        if isinstance(label, str):
+            return label
+        if label is None:
+            raise ValueError(
+                f"judger {self.judger_name!r}: the ground truth is None (reward_model.ground_truth missing?)"
+            )
+        number = isinstance(label, (int, float)) and not isinstance(label, bool)
+        if number and self.options.get("compat") is None:
+            return str(label)
+        raise ValueError(
+            f"judger {self.judger_name!r}: reward_model.ground_truth must be a string "
+            f"{'' if self.options.get('compat') is None else '(compat=verl) '}"
+            f"(or a number), got {type(label).__name__}"
+        )
 
 
 class DapoMathJudgerConfig(ScorerJudgerConfig):

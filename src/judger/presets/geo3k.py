@@ -6,8 +6,23 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from judger.presets.base import ScorerFn, ScorerJudgerConfig
+from judger.core.judger import JudgerPayload
+from judger.core.rollout import RolloutState
+from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
+
+
+class GEO3KJudger(ScorerJudger):
+    """Fails a sample without a label, as the other math presets do, instead of grading it 0."""
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        payload = super().preprocess(rollout_state)
+        # compat="verl" keeps verl's behaviour (mathruler grades a None label as wrong)
+        if payload.get("label") is None and self.options.get("compat") is None:
+            raise ValueError(
+                f"judger {self.judger_name!r}: the ground truth is None (reward_model.ground_truth missing?)"
+            )
+        return payload
 
 
 class GEO3KJudgerConfig(ScorerJudgerConfig):
@@ -54,3 +69,6 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
 
     def scorer_options(self) -> dict[str, Any]:
         return {"compat": self.compat, "format_score": self.format_score, "use_boxed": self.use_boxed}
+
+    def judger_class(self) -> type[ScorerJudger]:
+        return GEO3KJudger

@@ -1,27 +1,36 @@
 """The FastAPI app behind ``judger serve``: any judger, reachable from any trainer over HTTP.
 
 Endpoints: ``POST /reward`` (the seeds' URL-handler protocol, so ``NativeJudger(reward_handler=
-"http://host:port/reward")`` works unchanged), ``POST /judge`` (RolloutState in, judged RolloutState
-out), ``POST /get_reward`` (OpenRLHF's remote reward protocol), ``GET /health``, ``GET /metrics``
-(Prometheus). :class:`~judger.server.guard.GuardMiddleware` adds the token, size and concurrency
-limits.
+"http://host:port/reward")`` works unchanged), ``POST /judge`` (RolloutState in, reward out),
+``POST /get_reward`` (OpenRLHF's remote reward protocol), ``GET /health``, ``GET /metrics``
+(Prometheus). :class:`~judger.server.guard.GuardMiddleware` adds the token, size, body-read and
+concurrency limits; starlette's ``TrustedHostMiddleware`` checks the ``Host`` header.
+
+Request bodies are data: parsed and bounded in shape (:mod:`judger.server.body`) before any model
+validates them, large ones off the event loop, and error replies never echo what was sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from fastapi import Body, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import PlainTextResponse, Response
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
+from judger.server.batching import MicroBatcher
+from judger.server.body import BodyError, BodyLimits, costly, parse_json
 from judger.server.guard import GuardMiddleware
 from judger.server.metrics import ServerMetrics
 from judger.server.models import (
@@ -29,20 +38,26 @@ from judger.server.models import (
     GetRewardRequest,
     GetRewardResponse,
     HealthResponse,
+    JudgedState,
     RewardRequest,
     RewardResponse,
 )
+from judger.server.requests import get_reward_states, judge_states, judge_states_json, reward_state
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 512
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_FAILURE_REWARD = 0.0
 JUDGE_PATHS = ("/reward", "/judge", "/get_reward")
 OPEN_PATHS = ("/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# bodies above this size are parsed and validated on a thread, so the event loop keeps serving
+INLINE_PARSE_BYTES = 64 * 1024
+DEFAULT_LOG_KEYS = ("acc",)
+LIGHT_FIELDS = ("reward", "status", "error_msg")
 
-
-def _field_path(loc: Any) -> str:
-    parts = [str(p) for p in (loc or ()) if p != "body"]
-    return ".".join(parts) or "body"
+T = TypeVar("T")
 
 
 def _failure_of(state: RolloutState, judger_name: str) -> dict[str, str] | None:
@@ -56,8 +71,31 @@ def _failure_of(state: RolloutState, judger_name: str) -> dict[str, str] | None:
     }
 
 
+def _encode(content: Any) -> bytes:
+    """JSON bytes; plain json.dumps first (rewards are JSON-native), FastAPI's encoder otherwise."""
+    try:
+        data = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        data = json.dumps(jsonable_encoder(content, custom_encoder={Exception: str}), ensure_ascii=False)
+    return data.encode()
+
+
+def _json(content: Any, status_code: int = 200) -> Response:
+    return Response(_encode(content), status_code=status_code, media_type="application/json")
+
+
+def _flag(query: bytes, name: str) -> bool:
+    if not query:
+        return False
+    from urllib.parse import parse_qs
+
+    values = parse_qs(query.decode("latin-1")).get(name)
+    return bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
+
+
 class _Recorder:
-    """Counts judged samples into the metrics."""
+    """Counts judged samples into the metrics. Labels are server facts: the judger's own name(s)
+    and outcome; nothing a client posted."""
 
     def __init__(self, metrics: ServerMetrics, judger_name: str) -> None:
         self.metrics = metrics
@@ -72,6 +110,25 @@ class _Recorder:
             self.metrics.sample(self.judger_name, "ok", verdict)
         return failure
 
+    def record_many(self, states: list[RolloutState]) -> list[dict[str, str] | None]:
+        """:meth:`record` for a batch: successes without a verdict are counted once, together."""
+        failures: list[dict[str, str] | None] = []
+        plain_ok = 0
+        for state in states:
+            if state.status is not Status.FAILED and not (state.reward and "verdict" in state.reward):
+                plain_ok += 1
+                failures.append(None)
+            else:
+                failures.append(self.record(state))
+        if plain_ok:
+            self.metrics.sample(self.judger_name, "ok", n=plain_ok)
+        return failures
+
+
+def _request_body(model: type[Any]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
 
 def create_app(
     judger: BaseJudger | JudgerConfig | ComposedJudgerConfig,
@@ -81,24 +138,70 @@ def create_app(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     retry_after: float = 1.0,
     close_judger: bool = True,
+    body_limits: BodyLimits | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_client_requests: int | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    failure_reward: float | None = DEFAULT_FAILURE_REWARD,
+    batch_window: float = 0.0,
+    max_batch: int = 256,
+    log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
+    micro_batch: bool | None = None,
 ) -> FastAPI:
     """Serve ``judger`` (a built judger, or a config built here) over HTTP.
 
-    ``token``: required as ``Authorization: Bearer <token>`` on every endpoint but /health and the
-    docs. ``max_body_bytes``: larger requests get 413. ``max_concurrency``: judge requests served at
-    once; more get 503 with ``Retry-After: retry_after``. The judger is closed when the server
-    shuts down unless ``close_judger`` is False.
+    - ``token``: required as ``Authorization: Bearer <token>`` on every endpoint but /health and
+      the docs.
+    - ``max_body_bytes``: larger requests get 413. ``body_limits``: shape limits of a JSON body
+      (keys per object, nodes, depth, key and string length; 422 beyond).
+    - ``body_timeout``: seconds a client has to send a judge request's whole body (408 beyond).
+    - ``max_concurrency``: judge requests served at once; more get 503 with
+      ``Retry-After: retry_after``. ``max_client_requests``: judge requests one client address may
+      have open at once, body reading included (429 beyond; default ``2 * max_concurrency``:
+      one client may fill every judging slot and then gets 503s, as any client would).
+    - ``allowed_hosts``: accepted ``Host`` header values (400 otherwise; ``None``: any host).
+    - ``failure_reward``: the reward ``/get_reward`` gives a sample the judger failed on (default
+      0.0; the failure is flagged in ``extra_logs["judge_failed"]`` and described in
+      ``failures``). ``None``: a request with a failed sample answers 500 (504 if it timed out),
+      so OpenRLHF (one sample a request) retries it.
+    - ``log_keys``: reward fields ``/get_reward`` reports in ``extra_logs`` (default ``acc``), one
+      number per sample, 0.0 where the field is missing or judging failed. The keys are the same in
+      every reply: OpenRLHF merges the ``extra_logs`` of all samples of a step and fails on a
+      key that only some of them have.
+    - ``batch_window`` / ``max_batch``: concurrent single requests arriving within the window
+      (0: the same event-loop turn) are judged as one batch of at most ``max_batch``.
+      ``micro_batch``: whether to (default: for preset judgers, whose batches keep a deadline per
+      sample; a generic Judger's batch call shares one deadline, so it is judged one by one).
+
+    The judger is closed when the server shuts down unless ``close_judger`` is False.
     """
     if max_body_bytes < 1 or max_concurrency < 1:
         raise ValueError("max_body_bytes and max_concurrency must be >= 1")
+    if body_timeout <= 0:
+        raise ValueError("body_timeout must be > 0")
+    if failure_reward is not None and not math.isfinite(failure_reward):
+        raise ValueError(f"failure_reward must be a finite number or None, got {failure_reward!r}")
+    limits = body_limits or BodyLimits(max_string_chars=max_body_bytes)
     live = judger if isinstance(judger, BaseJudger) else build_judger(judger)
     name = live.get_judger_name()
     metrics = ServerMetrics()
     recorder = _Recorder(metrics, name)
+    if micro_batch is None:
+        # only where a batch keeps per-sample deadlines: a generic Judger's batch call shares one
+        # deadline, so one slow request could time out the requests batched with it
+        from judger.presets.base import ScorerJudger
+
+        micro_batch = isinstance(live, ScorerJudger)
+    batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
+    log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
+
+    parsers: list[Any] = []  # the process that parses costly bodies, started on first need
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        for pool in parsers:
+            pool.shutdown(wait=False, cancel_futures=True)
         if close_judger:
             await live.aclose()
 
@@ -114,95 +217,158 @@ def create_app(
     )
     app.state.judger = live
     app.state.metrics = metrics
+    app.state.batcher = batcher
+
+    async def parsed(body: bytes, build: Callable[[Any], T]) -> T:
+        if len(body) <= INLINE_PARSE_BYTES:
+            return build(parse_json(body, limits))
+        if costly(body):
+            # parsed where holding the interpreter stalls no one; a body over a limit is refused
+            # there and only the error comes back
+            if not parsers:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                parsers.append(ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")))
+            value = await asyncio.get_running_loop().run_in_executor(parsers[0], parse_json, body, limits)
+            return await asyncio.to_thread(build, value)
+        return await asyncio.to_thread(lambda: build(parse_json(body, limits)))
+
+    @app.exception_handler(BodyError)
+    async def _refused(request: Request, exc: BodyError) -> Response:
+        return _json({"detail": str(exc), "message": str(exc)}, exc.status)
+
+    @app.exception_handler(Exception)
+    async def _crashed(request: Request, exc: Exception) -> Response:
+        # a judger built with on_error="raise", or a configuration error (an unroutable data_source)
+        detail = f"judging raised {type(exc).__name__}: {exc}"[:2000]
+        return _json({"detail": detail}, 500)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        malformed = any(e.get("type") == "json_invalid" for e in errors)
-        message = "; ".join(f"{_field_path(e.get('loc'))}: {e.get('msg')}" for e in errors)
-        body = {"detail": jsonable_encoder(errors, custom_encoder={Exception: str}), "message": message}
-        return JSONResponse(body, status_code=400 if malformed else 422)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
+            for e in exc.errors()[:10]
+        )
+        return _json({"detail": message, "message": message}, 422)
 
     failure_responses: dict[int | str, dict[str, Any]] = {
         500: {"model": ErrorBody, "description": "the judger failed on this sample"},
         504: {"model": ErrorBody, "description": "the judger timed out on this sample"},
+        400: {"model": ErrorBody, "description": "malformed JSON, or a Host header not served here"},
         401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
+        408: {"model": ErrorBody, "description": "the body did not arrive within the body timeout"},
         413: {"model": ErrorBody, "description": "request body too large"},
+        422: {"model": ErrorBody, "description": "invalid body: the message names the field"},
+        429: {"model": ErrorBody, "description": "this client has too many requests open"},
         503: {"model": ErrorBody, "description": "too many requests in flight; retry after Retry-After s"},
     }
 
-    @app.post("/reward", response_model=RewardResponse, responses=failure_responses)
-    async def reward(request: RewardRequest) -> Any:
-        """Judge one sample: ``{"response", "label", "extra_info"}`` -> the reward dict.
+    @app.post(
+        "/reward",
+        response_model=RewardResponse,
+        responses=failure_responses,
+        openapi_extra=_request_body(RewardRequest),
+    )
+    async def reward(request: Request) -> Any:
+        """Judge one sample: ``{"response", "label", "extra_info", "data_source"}`` -> the reward dict.
 
         A sample the judger fails on answers 500 (504 for a timeout) with the failure, never a
         made-up score. ``extra_info["question"]`` (or ``["prompt"]``), when present, becomes the
-        user message (LLM verifiers read the question from it).
+        user message (LLM verifiers read the question from it). Concurrent requests are judged
+        together as one batch.
         """
-        question = request.extra_info.get("question", request.extra_info.get("prompt"))
-        state = RolloutState(
-            message=[{"role": "user", "content": question}] if isinstance(question, str) else [],
-            response=request.response,
-            reward_model={"ground_truth": request.label},
-            data_source=request.data_source,
-            status=Status.COMPLETED,
-            extra_fields={"extra_info": request.extra_info} if request.extra_info else {},
-        )
-        state = await live.judge(state)
+        return _json(*reversed(await do_reward(await request.body(), b"")))
+
+    async def do_reward(body: bytes, query: bytes) -> tuple[int, Any]:
+        state = await batcher.judge(await parsed(body, reward_state))
         failure = recorder.record(state)
         if failure is not None:
             status = 504 if failure["kind"] == "timeout" else 500
-            return JSONResponse({"detail": failure["message"], "judge_failure": failure}, status_code=status)
-        return JSONResponse(jsonable_encoder(state.reward))
+            return status, {"detail": failure["message"], "judge_failure": failure}
+        return 200, state.reward
 
     @app.post(
         "/judge",
-        response_model=RolloutState | list[RolloutState],
+        response_model=JudgedState | list[JudgedState],
         responses={k: v for k, v in failure_responses.items() if k not in (500, 504)},
+        openapi_extra=_request_body(RolloutState),
     )
-    async def judge(states: RolloutState | list[RolloutState] = Body(...)) -> Any:
-        """Judge one RolloutState or a list of them; failures come back as ``status="failed"`` with
-        ``error_msg``, in place, and never fail the request."""
-        batch = states if isinstance(states, list) else [states]
-        judged = await live.batch_judge(batch) if len(batch) > 1 else [await live.judge(batch[0])]
-        for state in judged:
-            recorder.record(state)
-        out = [s.model_dump(mode="json") for s in judged]
-        return JSONResponse(out if isinstance(states, list) else out[0])
+    async def judge(request: Request, full: bool = False) -> Any:
+        """Judge one RolloutState or a list of them. The reply has, per state, ``reward``,
+        ``status`` and ``error_msg`` (``?full=true``: the whole judged states). Failures come back
+        as ``status="failed"`` with ``error_msg`` and never fail the request. A posted ``reward``,
+        ``error_msg``, ``extra_fields.judge_failure`` or a status other than init/completed is
+        refused (422): those are the judger's to write."""
+        return _json(*reversed(await do_judge(await request.body(), b"full=true" if full else b"")))
 
-    @app.post("/get_reward", response_model=GetRewardResponse, responses=failure_responses)
-    async def get_reward(request: GetRewardRequest) -> Any:
-        """OpenRLHF: ``{"query", "prompts", "labels"}`` -> ``{"rewards", "scores", "extra_logs"}``.
-        A sample whose judging failed has reward null."""
-        prompts = request.prompts or [""] * len(request.query)
-        labels = request.labels or [None] * len(request.query)
-        states = []
-        for query, prompt, label in zip(request.query, prompts, labels):
-            response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-            states.append(
-                RolloutState(
-                    message=[{"role": "user", "content": prompt}] if prompt else [],
-                    response=response,
-                    reward_model={"ground_truth": label},
-                    status=Status.COMPLETED,
-                )
+    async def do_judge(body: bytes, query: bytes) -> tuple[int, Any]:
+        full = _flag(query, "full")
+        direct = judge_states_json(body, limits) if len(body) <= INLINE_PARSE_BYTES else None
+        states, many = direct if direct is not None else await parsed(body, judge_states)
+        if len(states) == 1:
+            judged = [await batcher.judge(states[0])]
+        else:
+            judged = await live.batch_judge(states) if states else []
+        recorder.record_many(judged)
+        if full:
+            out = [s.model_dump(mode="json") for s in judged]
+        else:
+            failed = Status.FAILED
+            out = [
+                {
+                    "reward": s.reward,
+                    "status": "failed" if s.status is failed else "completed",
+                    "error_msg": s.error_msg,
+                }
+                for s in judged
+            ]
+        return 200, out if many else out[0]
+
+    @app.post(
+        "/get_reward",
+        response_model=GetRewardResponse,
+        responses=failure_responses,
+        openapi_extra=_request_body(GetRewardRequest),
+    )
+    async def get_reward(request: Request) -> Any:
+        """OpenRLHF: ``{"query", "prompts", "labels", "data_sources"}`` -> ``{"rewards", "scores",
+        "extra_logs", "failures"}``. Every reward is a number: a failed sample gets
+        ``failure_reward`` (default 0.0), ``extra_logs["judge_failed"]`` 1.0 and its failure in
+        ``failures``. A label ``""`` (what OpenRLHF sends for a sample without one) is no label.
+        ``data_sources`` routes each sample in a composed judger."""
+        return _json(*reversed(await do_get_reward(await request.body(), b"")))
+
+    async def do_get_reward(body: bytes, query: bytes) -> tuple[int, Any]:
+        states = await parsed(body, get_reward_states)
+        judged = (
+            await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
+        )
+        failures = recorder.record_many(judged)
+        if failure_reward is None and any(failures):
+            timeout = all(f is None or f["kind"] == "timeout" for f in failures)
+            detail = "; ".join(f"[{i}] {f['message']}" for i, f in enumerate(failures) if f)[:2000]
+            return 504 if timeout else 500, {"detail": detail, "failures": failures}
+        rewards: list[float] = []
+        logs: dict[str, list[float]] = {key: [] for key in log_keys}
+        flags: list[float] = []
+        for state, failure in zip(judged, failures):
+            reward_dict = state.reward if failure is None and state.reward else {}
+            score = reward_dict.get("score")
+            rewards.append(
+                float(score) if failure is None and score is not None else float(failure_reward or 0.0)
             )
-        judged = await live.batch_judge(states) if states else []
-        rewards: list[float | None] = []
-        logs: dict[str, list[float | None]] = {}
-        for i, state in enumerate(judged):
-            failed = recorder.record(state) is not None
-            reward_dict = {} if failed or not state.reward else state.reward
-            rewards.append(float(reward_dict["score"]) if "score" in reward_dict else None)
-            for key, value in reward_dict.items():
-                if key != "score" and isinstance(value, (int, float)):
-                    logs.setdefault(key, [None] * len(judged))[i] = float(value)
-        return JSONResponse({"rewards": rewards, "scores": list(rewards), "extra_logs": logs})
+            flags.append(0.0 if failure is None else 1.0)
+            for key, column in logs.items():
+                value = reward_dict.get(key)
+                column.append(float(value) if isinstance(value, (int, float)) else 0.0)
+        logs["judge_failed"] = flags
+        return 200, {"rewards": rewards, "scores": list(rewards), "extra_logs": logs, "failures": failures}
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> Any:
         """Liveness: always answers (no token, no concurrency limit)."""
-        return JSONResponse(
+        return _json(
             {
                 "status": "ok",
                 "judger": name,
@@ -217,6 +383,25 @@ def create_app(
         """Prometheus text format: requests, latency, rejections, samples by outcome, verdicts."""
         return PlainTextResponse(metrics.render(), media_type=PROMETHEUS_TYPE)
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+            )
+            schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+            for model in (RewardRequest, GetRewardRequest, RolloutState):
+                schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                schemas.update(schema.pop("$defs", {}))
+                schemas[model.__name__] = schema
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     app.add_middleware(
         GuardMiddleware,  # type: ignore[arg-type]
         metrics=metrics,
@@ -226,5 +411,14 @@ def create_app(
         retry_after=retry_after,
         limited_paths=JUDGE_PATHS,
         open_paths=OPEN_PATHS,
+        body_timeout=body_timeout,
+        max_client_requests=max_client_requests or 2 * max_concurrency,
+        handlers={"/reward": do_reward, "/judge": do_judge, "/get_reward": do_get_reward},
+        encode=_encode,
     )
+    if allowed_hosts is not None:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        # outermost: a request for another host (DNS rebinding) is refused before anything else
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))  # type: ignore[arg-type]
     return app

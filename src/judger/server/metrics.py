@@ -17,6 +17,13 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 
 Labels = tuple[tuple[str, str], ...]
 
+# Label values come from server-side facts (judger names, outcomes, verdicts of an LLM verifier);
+# each label still keeps at most this many distinct values, the rest count as "other", so no input
+# can grow /metrics without bound.
+MAX_LABEL_VALUES = 64
+MAX_LABEL_CHARS = 64
+OUTCOMES = frozenset({"ok", "error", "timeout"})
+
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -53,6 +60,9 @@ class ServerMetrics:
     - ``judger_http_in_flight``: judge requests being served now
     - ``judger_samples_total{judger,outcome}``: samples judged: ok, error or timeout
     - ``judger_verdicts_total{judger,verdict}``: rewards carrying a ``verdict`` (LLM verifiers)
+
+    ``judger`` and ``verdict`` keep at most :data:`MAX_LABEL_VALUES` distinct values each (later
+    ones count as ``other``); ``outcome`` is one of :data:`OUTCOMES`.
     """
 
     def __init__(self, buckets: Iterable[float] = LATENCY_BUCKETS) -> None:
@@ -64,6 +74,16 @@ class ServerMetrics:
         self.verdicts: defaultdict[Labels, int] = defaultdict(int)
         self.in_flight = 0
         self.started = time.time()
+        self._seen: defaultdict[str, set[str]] = defaultdict(set)
+
+    def _bounded(self, label: str, value: str) -> str:
+        seen = self._seen[label]
+        if value in seen:
+            return value
+        if len(seen) >= MAX_LABEL_VALUES or len(value) > MAX_LABEL_CHARS:
+            return "other"
+        seen.add(value)
+        return value
 
     def observe_request(self, endpoint: str, code: int, seconds: float) -> None:
         self.requests[(("endpoint", endpoint), ("code", str(code)))] += 1
@@ -78,10 +98,12 @@ class ServerMetrics:
     def reject(self, reason: str) -> None:
         self.rejected[(("reason", reason),)] += 1
 
-    def sample(self, judger: str, outcome: str, verdict: object = None) -> None:
-        self.samples[(("judger", judger), ("outcome", outcome))] += 1
+    def sample(self, judger: str, outcome: str, verdict: object = None, n: int = 1) -> None:
+        """Count ``n`` samples of ``judger`` with ``outcome`` (and ``verdict``, when a string)."""
+        judger = self._bounded("judger", judger)
+        self.samples[(("judger", judger), ("outcome", outcome if outcome in OUTCOMES else "error"))] += n
         if isinstance(verdict, str):
-            self.verdicts[(("judger", judger), ("verdict", verdict))] += 1
+            self.verdicts[(("judger", judger), ("verdict", self._bounded("verdict", verdict)))] += n
 
     def render(self) -> str:
         """The exposition text (format 0.0.4)."""

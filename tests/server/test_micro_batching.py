@@ -1,0 +1,89 @@
+"""Concurrent single /reward requests are judged as one batch (issue 12), and a batch keeps
+per-sample isolation: one bad request fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from judger import RolloutState
+from judger.presets import GSM8KJudgerConfig
+from judger.presets.inline import InlineScorerJudger
+from judger.server.app import create_app
+from judger.testing import serve_asgi
+
+
+class CountingGSM8K(InlineScorerJudger):
+    """The GSM8K preset's own judger, recording the size of every batch it is given."""
+
+    sizes: list[int]
+
+    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        self.sizes.append(len(rollout_states))
+        return await super().batch_judge(rollout_states)
+
+
+def _judger(**options: Any) -> CountingGSM8K:
+    built = GSM8KJudgerConfig(**options).build()
+    judger = CountingGSM8K(
+        built.judger_name,
+        built.scorer,
+        built.options,
+        execution=built.execution,
+        on_error=built.on_error,
+        timeout=built.timeout,
+        batch_scorer=built.batch_scorer,
+        response_window=built.response_window,
+    )
+    judger.sizes = []
+    return judger
+
+
+async def _concurrent(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        return list(await asyncio.gather(*(client.post("/reward", json=b) for b in bodies)))
+
+
+async def test_concurrent_requests_share_a_batch_and_fail_alone() -> None:
+    judger = _judger()
+    app = create_app(judger, batch_window=0.05)
+    bodies = [{"response": f"#### {i}", "label": str(i if i != 7 else 8)} for i in range(24)]
+    bodies[3] = {"response": "#### 3", "label": None}  # no label: this sample fails, alone
+    with serve_asgi(app) as srv:
+        replies = await _concurrent(srv.url, bodies)
+    assert sum(judger.sizes) == 24 and len(judger.sizes) < 24 and max(judger.sizes) > 1
+    for i, reply in enumerate(replies):
+        if i == 3:
+            assert reply.status_code == 500 and "ground truth is None" in reply.json()["detail"]
+        else:
+            assert reply.status_code == 200 and reply.json()["score"] == (0.0 if i == 7 else 1.0)
+
+
+async def test_raising_judger_answers_each_request_alone() -> None:
+    judger = _judger(on_error="raise")
+    app = create_app(judger, batch_window=0.05)
+    bodies = [{"response": f"#### {i}", "label": str(i) if i != 5 else None} for i in range(12)]
+    with serve_asgi(app) as srv:
+        replies = await _concurrent(srv.url, bodies)
+    assert [r.status_code for r in replies] == [500 if i == 5 else 200 for i in range(12)]
+    assert all(r.json()["score"] == 1.0 for i, r in enumerate(replies) if i != 5)
+
+
+async def test_generic_judgers_are_not_batched() -> None:
+    from judger import JudgerConfig
+
+    calls: list[str] = []
+
+    async def handler(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+        calls.append(response)
+        await asyncio.sleep(0.05)
+        return {"score": 1.0}
+
+    app = create_app(JudgerConfig(judger_name="h", reward_handler=handler), batch_window=0.05)
+    assert app.state.batcher.max_batch == 1  # a NativeJudger batch shares one deadline
+    assert create_app(GSM8KJudgerConfig()).state.batcher.max_batch > 1
+    with serve_asgi(app) as srv:
+        replies = await _concurrent(srv.url, [{"response": str(i), "label": "x"} for i in range(6)])
+    assert [r.status_code for r in replies] == [200] * 6 and sorted(calls) == [str(i) for i in range(6)]
