@@ -10,7 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from judger import CompassVerifierV2Config, JudgerConfig, NativeJudger, RolloutState, Status
+from judger import (
+    CompassVerifierV2Config,
+    ComposedJudgerConfig,
+    JudgerConfig,
+    NativeJudger,
+    RolloutState,
+    Status,
+)
 from judger.server.app import create_app
 from judger.testing import serve_asgi
 from judger.testing.fake_openai import FakeOpenAI
@@ -234,3 +241,15 @@ def test_serving_an_llm_verifier(fake_grader: tuple[FakeOpenAI, str], make_state
     assert "How many legs has a cat?" in fake.requests[0]["messages"][-1]["content"]
     assert _metric(metrics, 'judger_verdicts_total{judger="compass_verifier_v2",verdict="correct"}') == 1
     assert _metric(metrics, 'judger_verdicts_total{judger="compass_verifier_v2",verdict="incorrect"}') == 1
+
+
+def test_an_unroutable_data_source_is_the_clients_error() -> None:
+    # routing errors raise whatever on_error says (XTuner's contract); over HTTP that is a 422
+    # naming the data_source, never a 500 and never a 200 with a failed or null reward
+    config = ComposedJudgerConfig(branches={"exact": JudgerConfig(judger_name="exact", reward_handler=exact)})
+    with serve_asgi(create_app(config), timeout_graceful_shutdown=2) as srv:
+        good = {"response": "1", "reward_model": {"ground_truth": "1"}, "data_source": "exact"}
+        assert httpx.post(srv.url + "/judge", json=good).json()["reward"]["score"] == 1.0
+        reply = httpx.post(srv.url + "/judge", json={**good, "data_source": "nope"})
+        assert reply.status_code == 422
+        assert "'nope'" in reply.json()["detail"] and "exact" in reply.json()["detail"]

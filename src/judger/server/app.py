@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
 
+from judger.core.errors import RoutingError
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
@@ -237,6 +238,12 @@ def create_app(
     @app.exception_handler(BodyError)
     async def _refused(request: Request, exc: BodyError) -> Response:
         return _json({"detail": str(exc), "message": str(exc)}, exc.status)
+
+    @app.exception_handler(RoutingError)
+    async def _unroutable(request: Request, exc: RoutingError) -> Response:
+        # the posted data_source names no branch: the request is wrong, not the server
+        message = str(exc)[:2000]
+        return _json({"detail": message, "message": message}, 422)
 
     @app.exception_handler(Exception)
     async def _crashed(request: Request, exc: Exception) -> Response:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from typing import Any
 
+from judger.core.errors import RoutingError
 from judger.server.body import BodyError
 from judger.server.metrics import ServerMetrics
 
@@ -224,6 +225,8 @@ class GuardMiddleware:
             status, content = await handler(body, scope.get("query_string", b""))
         except BodyError as exc:
             status, content = exc.status, {"detail": str(exc), "message": str(exc)}
+        except RoutingError as exc:  # the client's data_source names no branch: its request is wrong
+            status, content = 422, {"detail": str(exc)[:2000], "message": str(exc)[:2000]}
         except Exception as exc:  # a judger with on_error="raise", a configuration error
             status, content = 500, {"detail": f"judging raised {type(exc).__name__}: {exc}"[:2000]}
         data = self.encode(content)
