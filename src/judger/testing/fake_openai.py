@@ -46,8 +46,8 @@ Behaviour switches (plain attributes; safe to change while the server runs):
 ``mode``
     ``"ok"`` (default); ``"error500"`` / ``"error503"`` / ``"error429"`` (every request to the
     completion endpoints fails with that status; 503 and 429 carry ``Retry-After: 0``); ``"drop"``
-    (the server starts a reply and closes the connection halfway through it, as a crashing server
-    does); ``"stall"`` (hold the request up to
+    (the server starts every reply, ``/v1/models`` included, and closes the connection halfway
+    through it, as a crashing server does); ``"stall"`` (hold the request up to
     ``stall_seconds``, or until :meth:`release`); ``"garbage"`` (reply text with no verdict).
 ``fail_first``
     The first N completion requests fail with ``fail_status`` whatever the mode.
@@ -255,6 +255,8 @@ class FakeOpenAI:
         @app.get("/v1/models")
         async def models() -> Any:
             fake.models_requests += 1
+            if fake.mode == "drop":
+                return _DroppedReply()
             if fake.models_status is not None:
                 return JSONResponse({"error": {"message": "injected"}}, status_code=fake.models_status)
             return {
@@ -416,3 +418,37 @@ def app() -> FastAPI:
     import os
 
     return FakeOpenAI(model=os.environ.get("FAKE_OPENAI_MODEL", "fake-policy")).app
+
+
+def kill_server(fake: FakeOpenAI, server: Any, settle_s: float = 0.3) -> None:
+    """Take a fake served by :class:`judger.testing.LoopbackServer` down as a crashing server goes:
+    replies in flight are cut halfway (``mode="drop"``), then the listening socket closes, so new
+    connections are refused. Call it from any thread but the server's own."""
+    fake.mode = "drop"
+    time.sleep(settle_s)  # let requests held in ``delay`` reach their (cut) reply
+    server.server.force_exit = True
+    server.server.should_exit = True
+    server.thread.join(10.0)
+
+
+class PolicyServer:
+    """A fake serving as the policy model on 127.0.0.1: ``.fake`` (its switches), ``.server``, ``.url``."""
+
+    def __init__(self, model: str = "fake-policy", port: int | None = None) -> None:
+        from judger.testing.servers import LoopbackServer
+
+        self.fake = FakeOpenAI(model=model)
+        self.server = LoopbackServer(self.fake.app, port=port, timeout_graceful_shutdown=1).start()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def kill(self) -> None:
+        """Crash it (see :func:`kill_server`)."""
+        kill_server(self.fake, self.server)
+
+    def stop(self) -> None:
+        self.fake.release()
+        if self.server.thread.is_alive():
+            self.server.stop()
