@@ -15,7 +15,8 @@ Row formats (``SamplerConfig.row_format``):
     ``answer_after`` set, the text after its last occurrence), ``instruction`` (appended to the
     prompt after a space) and ``data_source``.
 ``"auto"`` (default)
-    ``"verl"`` for a row with ``prompt``, ``"gsm8k"`` for one with ``question`` and ``answer``.
+    ``"verl"`` for a row with ``prompt`` or ``reward_model``, ``"gsm8k"`` for one with
+    ``question`` and ``answer``.
 
 A row that cannot be read becomes a :class:`~judger.trainer.io.RowError` naming its row and field
 (``sampler.errors``); the others go on. Prompts longer than ``max_prompt_tokens`` (counted with
@@ -172,7 +173,7 @@ class Sampler:
             raise ValueError(f"expected an object, got {type(row).__name__}")
         fmt = self.config.row_format
         if fmt == "auto":
-            if "prompt" in row:
+            if "prompt" in row or "reward_model" in row:
                 fmt = "verl"
             elif "question" in row and "answer" in row:
                 fmt = "gsm8k"
