@@ -303,11 +303,16 @@ def run(args: argparse.Namespace) -> int:
     if sampler.errors:
         summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in sampler.errors]
     write_failed = False
-    if output is not None and output.suffix.lower() == ".parquet":
+    if output is not None:
+        # the file was appended in the order groups finished; it ends in the input's order, so that
+        # `judger score` on it averages in the same order and reports the same numbers to the bit
         try:
-            write_rollouts(output, states)
             assert partial is not None
-            partial.unlink(missing_ok=True)
+            final = output.with_name(output.name + ".tmp" + output.suffix)
+            write_rollouts(final, states)
+            final.replace(output)
+            if partial != output:
+                partial.unlink(missing_ok=True)
         except Exception as exc:
             _say(f"judger eval: cannot write {output}: {type(exc).__name__}: {exc}")
             write_failed = True
