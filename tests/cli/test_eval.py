@@ -24,7 +24,8 @@ def answers() -> dict[str, str]:
     key = {}
     for line in GSM8K.read_text().splitlines():
         row = json.loads(line)
-        key[f"{row['question']} {GSM8K_INSTRUCTION}"] = row["answer"].rsplit("####", 1)[1].strip().replace(",", "")
+        truth = row["answer"].rsplit("####", 1)[1].strip().replace(",", "")
+        key[f"{row['question']} {GSM8K_INSTRUCTION}"] = truth
     return key
 
 
@@ -95,7 +96,8 @@ def test_eval_gsm8k_two_servers_one_killed_equals_score(
     prompts, n = 120, 8
     report, scored = eval_then_score(capsys, servers, tmp_path / "scored.jsonl", prompts, n)
     gen = report["generation"]
-    assert gen["prompts"] == prompts and gen["generated_samples"] == prompts * n and gen["failed_samples"] == 0
+    assert gen["prompts"] == prompts and gen["generated_samples"] == prompts * n
+    assert gen["failed_samples"] == 0
     assert gen["servers_taken_out"] == {servers[0].url: 1}
     assert servers[0].fake.chat_requests > 0 and servers[1].fake.chat_requests > servers[0].fake.chat_requests
     assert gen["completion_tokens"] > 0 and gen["tokens_per_s"] > 0
@@ -113,8 +115,8 @@ def test_eval_resumes_without_generating_again(
     servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "scored.jsonl"
-    argv = ["eval", str(GSM8K), "-n", "4", "--limit", "30", "-o", str(out), "--format", "json", "--no-progress"]
-    argv += ["--base-url", servers[1].url, "--preset", "gsm8k"]
+    argv = ["eval", str(GSM8K), "-n", "4", "--limit", "30", "-o", str(out), "--format", "json"]
+    argv += ["--no-progress", "--base-url", servers[1].url, "--preset", "gsm8k"]
     code, first = run_json(capsys, argv)
     assert code == 0 and servers[1].fake.chat_requests == 30
     lines = out.read_text().splitlines(keepends=True)

@@ -180,14 +180,21 @@ def test_dataset_to_train_data_with_a_server_killed_halfway(two_policies: list[P
         base_urls=[p.url for p in two_policies], probe_interval=0.2, backoff_base=0.01, request_timeout=10
     )
     manager = AgentLoopManagerConfig(tasks=[task], rollout_config=rollout, max_concurrent_groups=16).build()
-    killer = threading.Thread(target=lambda: (time.sleep(0.5), two_policies[0].kill()))
+
+    def kill_halfway() -> None:
+        deadline = time.monotonic() + 60
+        while sum(p.fake.chat_requests for p in two_policies) < 150 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        two_policies[0].kill()
+
+    killer = threading.Thread(target=kill_halfway, daemon=True)
     killer.start()
     batch = run(produce(manager, 300))
     killer.join()
     assert len(batch) == 300 and not manager.replay_buffer.failed
     first, second = manager.controller.servers
-    assert first.taken_out == 1 and two_policies[0].fake.chat_requests > 0
-    assert manager.controller.stats.retries > 0 or first.outstanding == 0
+    assert first.taken_out == 1 and not first.healthy and second.healthy
+    assert 0 < two_policies[0].fake.chat_requests < two_policies[1].fake.chat_requests
     data = prepare_train_data(batch)
     assert len(data.samples) == 1200 and not data.skipped
     assert all(s.rollout_logprobs is not None for s in data.samples)

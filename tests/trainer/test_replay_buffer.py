@@ -50,7 +50,8 @@ def test_jsonl_sink_is_on_disk_before_close(tmp_path: Path) -> None:
     buf.add(judged("b", [1], Status.ABORTED))
     # not closed: an interrupted run still has every group
     got = list(read_sink(sink))
-    assert [(reason, [s.group_id for s in g]) for reason, g in got] == [(None, ["a", "a"]), ("aborted", ["b"])]
+    got_ids = [(reason, [s.group_id for s in g]) for reason, g in got]
+    assert got_ids == [(None, ["a", "a"]), ("aborted", ["b"])]
     assert got[0][1][0].reward == {"score": 1.0} and got[0][1][0].task_name == "t"
     buf.close()
     resumed = ReplayBufferConfig(sink=sink).build()  # appends
