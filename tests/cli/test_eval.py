@@ -146,13 +146,19 @@ def test_eval_parquet_output_and_table(
     servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "scored.parquet"
-    argv = ["eval", str(GSM8K), "-n", "2", "--limit", "5", "-o", str(out), "--base-url", servers[0].url]
+    base = ["eval", str(GSM8K), "-n", "2", "--limit", "5", "--base-url", servers[0].url]
+    argv = [*base, "-o", str(out)]
     assert main([*argv, "--no-progress", "--max-tokens", "20", "--temperature", "0.6", "--seed", "1"]) == 0
     text = capsys.readouterr().out
     assert "openai/gsm8k" in text and "tokens/s" in text and "judging" in text
     assert len(read_rollouts(out).states) == 10 and not Path(str(out) + ".partial.jsonl").exists()
     body = servers[0].fake.requests[-1]
     assert body["max_tokens"] == 20 and body["temperature"] == 0.6 and body["seed"] == 1 and body["n"] == 2
+    # the completions endpoint: the prompt is rendered client-side; ids and logprobs come back too
+    code = main([*argv, "--no-progress", "--endpoint", "completions", "--preset", "gsm8k"])
+    assert code == 0 and servers[0].fake.completion_requests == 5
+    states = read_rollouts(out).states
+    assert all(s.response.startswith("Step by step") or s.response.startswith("The answer") for s in states)
 
 
 @pytest.mark.slow
