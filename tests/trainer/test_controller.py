@@ -194,3 +194,20 @@ def test_config_errors_name_the_field() -> None:
         "stop": ["x"],
         "temperature": 0.0,
     }
+
+
+async def test_pause_aborts_a_group_in_flight_on_the_controller(policy: PolicyServer) -> None:
+    from judger.presets import GSM8KJudgerConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+
+    policy.fake.mode = "stall"
+    async with controller(policy) as ctl:
+        loop = SingleTurnAgentLoop(
+            SingleTurnAgentLoopConfig(pause_grace_s=0.1), ctl, GSM8KJudgerConfig().build()
+        )
+        task = asyncio.ensure_future(loop.generate_group(group(3)))
+        await asyncio.sleep(0.3)
+        loop.pause()
+        states = await asyncio.wait_for(task, 5.0)
+    assert all(s.status == Status.ABORTED and s.finish_reason == "abort" and s.reward is None for s in states)
+    assert prepare_train_data([states]).skipped == {"aborted": 1}
