@@ -88,13 +88,17 @@ def test_seed_training_config_snippet_unchanged(policy: PolicyServer, ray_cluste
     )
     # --- end of the snippet ---
 
+    from judger.remote.remote_judger import RemoteJudger
+    from judger.remote.resources import CPUResourceManager
+
+    before = CPUResourceManager.instance().registrations()
     manager = AgentLoopManagerConfig(
         tasks=[task_config], rollout_config=RolloutControllerConfig(base_urls=[policy.url])
     ).build()
-    from judger.remote.remote_judger import RemoteJudger
 
     assert isinstance(manager.tasks[0].judger, RemoteJudger)  # build_judger honoured cpu_resources
     batch = run(produce(manager, 4))
+    assert CPUResourceManager.instance().registrations() == before  # aclose released the actor's CPUs
     assert len(batch) == 4 and all(len(g) == 4 for g in batch)
     body = policy.fake.requests[-1]
     assert body["model"] == POLICY and body["max_tokens"] == 256 and body["n"] == 4
