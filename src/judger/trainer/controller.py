@@ -135,35 +135,49 @@ def _token_id(token: Any) -> int | None:
     return None
 
 
+def _spot_checked(values: Any, kinds: tuple[type, ...]) -> list[Any] | None:
+    """``values`` if it is a list whose ends are of ``kinds`` (not bool), else None.
+
+    Decoded JSON gives ints and floats already; checking every token of a long response would cost
+    more than the rest of the sample's handling (RolloutState checks its token lists the same way).
+    """
+    if not isinstance(values, list):
+        return None
+    for item in (values[0], values[-1]) if values else ():
+        if isinstance(item, bool) or not isinstance(item, kinds):
+            return None
+    return values
+
+
 def parse_choice(choice: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
     """``response``, ``finish_reason``, ``response_ids``, ``logprobs`` of one choice (those present)."""
+    ids = _spot_checked(choice.get("token_ids"), (int,))
     if endpoint == "chat":
-        message = choice.get("message") or {}
-        text = message.get("content")
+        text = (choice.get("message") or {}).get("content")
         entries = (choice.get("logprobs") or {}).get("content") or None
-        tokens = [e.get("token") for e in entries] if entries else None
         logprobs = [e.get("logprob") for e in entries] if entries else None
+        tokens = [e.get("token") for e in entries] if entries and ids is None else None
     else:
         text = choice.get("text")
         lp = choice.get("logprobs") or {}
-        tokens = lp.get("tokens")
         logprobs = lp.get("token_logprobs")
+        tokens = lp.get("tokens") if ids is None else None
     out: dict[str, Any] = {
         "response": text if isinstance(text, str) else "",
         "finish_reason": choice.get("finish_reason"),
     }
-    ids = choice.get("token_ids")
     if ids is None and tokens:
         parsed = [_token_id(t) for t in tokens]
-        if all(i is not None for i in parsed):
+        if None not in parsed:
             ids = parsed
-    if isinstance(ids, list):
-        out["response_ids"] = [int(i) for i in ids]
-    numeric = isinstance(logprobs, list) and all(isinstance(x, (int, float)) for x in logprobs)
-    if numeric and (ids is None or len(logprobs) == len(ids)):
-        out["logprobs"] = [float(x) for x in logprobs]
-    if choice.get("prompt_token_ids") is not None:
-        out["prompt_ids"] = [int(i) for i in choice["prompt_token_ids"]]
+    if ids is not None:
+        out["response_ids"] = ids
+    logprobs = _spot_checked(logprobs, (int, float))
+    if logprobs is not None and (ids is None or len(logprobs) == len(ids)):
+        out["logprobs"] = logprobs
+    prompt_ids = _spot_checked(choice.get("prompt_token_ids"), (int,))
+    if prompt_ids is not None:
+        out["prompt_ids"] = prompt_ids
     return out
 
 
@@ -484,10 +498,10 @@ class RolloutController:
         finally:
             self.stats.requests += 1
             self.stats.seconds += time.perf_counter() - start
-        prompt_ids = reply.get("prompt_token_ids")
+        prompt_ids = _spot_checked(reply.get("prompt_token_ids"), (int,))
         for state, fields in zip(chunk, parsed):
             if prompt_ids is not None and "prompt_ids" not in fields:
-                fields["prompt_ids"] = prompt_ids
+                fields["prompt_ids"] = list(prompt_ids)  # each sample owns its lists
             apply_generation(state, fields)
             if self.tokenize is not None:
                 if state.response_ids is None:
