@@ -99,7 +99,9 @@ async def bare_httpx(urls: list[str], sampler_cfg: SamplerConfig, groups_in_flig
         controller._body(g[0], SingleTurnAgentLoopConfig().sample_params, len(g), MODEL)
         for g in sampler.groups()
     ]
-    limits = httpx.Limits(max_connections=groups_in_flight, max_keepalive_connections=groups_in_flight)
+    # as the controller's pool: no connection churn between servers (the semaphore bounds in-flight)
+    pool = groups_in_flight * len(urls)
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     slots = asyncio.Semaphore(groups_in_flight)
     samples = 0
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:

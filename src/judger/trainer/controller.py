@@ -241,9 +241,10 @@ class RolloutController:
         loop = asyncio.get_running_loop()
         if self._loop is loop and self._client is not None and not self._client.is_closed:
             return
-        limits = httpx.Limits(
-            max_connections=self.config.max_concurrency, max_keepalive_connections=self.config.max_concurrency
-        )
+        # room for every request in flight on any one server: a pool no larger than the in-flight
+        # bound must close a connection to one server to open one to another as load shifts
+        pool = self.config.max_concurrency * len(self.servers)
+        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
         self._client = httpx.AsyncClient(timeout=self.config.request_timeout, limits=limits)
         self._slots = asyncio.Semaphore(self.config.max_concurrency)
         self._changed = asyncio.Condition()
