@@ -99,22 +99,25 @@ async def bare_httpx(urls: list[str], sampler_cfg: SamplerConfig, groups_in_flig
         controller._body(g[0], SingleTurnAgentLoopConfig().sample_params, len(g), MODEL)
         for g in sampler.groups()
     ]
-    # as the controller's pool: no connection churn between servers (the semaphore bounds in-flight)
-    pool = groups_in_flight * len(urls)
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+    # one client per server, as the controller has (one shared pool is about 2x slower: see
+    # docs/benchmarks.md); requests go round robin, the semaphore bounds them in flight
+    limits = httpx.Limits(max_connections=groups_in_flight, max_keepalive_connections=groups_in_flight)
+    clients = [httpx.AsyncClient(timeout=60, limits=limits) for _ in urls]
     slots = asyncio.Semaphore(groups_in_flight)
     samples = 0
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
 
-        async def one(i: int, body: dict[str, Any]) -> None:
-            nonlocal samples
-            async with slots:
-                resp = await client.post(urls[i % len(urls)] + "/v1/chat/completions", json=body)
-                samples += len(resp.json()["choices"])
+    async def one(i: int, body: dict[str, Any]) -> None:
+        nonlocal samples
+        async with slots:
+            k = i % len(urls)
+            resp = await clients[k].post(urls[k] + "/v1/chat/completions", json=body)
+            samples += len(resp.json()["choices"])
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
-        elapsed = time.perf_counter() - start
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
+    elapsed = time.perf_counter() - start
+    for client in clients:
+        await client.aclose()
     return samples, elapsed
 
 

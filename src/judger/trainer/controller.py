@@ -227,7 +227,7 @@ class RolloutController:
         self.tokenize = tokenize
         self.servers = [ServerState(url) for url in config.base_urls]
         self.stats = GenerationStats()
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[str, httpx.AsyncClient] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
         self._changed: asyncio.Condition | None = None
@@ -239,13 +239,18 @@ class RolloutController:
 
     def _bind(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._loop is loop and self._client is not None and not self._client.is_closed:
+        if self._loop is loop and self._clients and not any(c.is_closed for c in self._clients.values()):
             return
-        # room for every request in flight on any one server: a pool no larger than the in-flight
-        # bound must close a connection to one server to open one to another as load shifts
-        pool = self.config.max_concurrency * len(self.servers)
-        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
-        self._client = httpx.AsyncClient(timeout=self.config.request_timeout, limits=limits)
+        # One client per server: httpcore's pool scans all its connections for every request it
+        # assigns, so one shared pool over several servers grows and slows down (measured: a
+        # shared pool sustained half the rate of per-server pools at 64 requests in flight); and a
+        # shared pool no larger than the in-flight bound would close connections to one server to
+        # open some to another as the load shifts.
+        limit = self.config.max_concurrency
+        limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+        self._clients = {
+            s.url: httpx.AsyncClient(timeout=self.config.request_timeout, limits=limits) for s in self.servers
+        }
         self._slots = asyncio.Semaphore(self.config.max_concurrency)
         self._changed = asyncio.Condition()
         self._model_lock = asyncio.Lock()
@@ -260,12 +265,13 @@ class RolloutController:
             except (asyncio.CancelledError, Exception):
                 pass
             self._probe = None
-        client, self._client = self._client, None
-        if client is not None and not client.is_closed:
-            try:
-                await client.aclose()
-            except RuntimeError:  # its loop is gone, and its sockets with it
-                pass
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            if not client.is_closed:
+                try:
+                    await client.aclose()
+                except RuntimeError:  # its loop is gone, and its sockets with it
+                    pass
 
     async def __aenter__(self) -> RolloutController:
         return self
@@ -286,7 +292,7 @@ class RolloutController:
             errors = []
             for server in self.servers:
                 try:
-                    resp = await self._client.get(f"{server.url}/v1/models", timeout=10.0)  # type: ignore[union-attr]
+                    resp = await self._clients[server.url].get(f"{server.url}/v1/models", timeout=10.0)
                     listed = [str(m["id"]) for m in resp.json()["data"]]
                 except Exception as exc:
                     errors.append(f"{server.url}: {type(exc).__name__}: {exc}")
@@ -356,7 +362,7 @@ class RolloutController:
             await asyncio.sleep(self.config.probe_interval)
             for server in [s for s in self.servers if not s.healthy]:
                 try:
-                    resp = await self._client.get(  # type: ignore[union-attr]
+                    resp = await self._clients[server.url].get(
                         f"{server.url}/v1/models", timeout=min(5.0, self.config.request_timeout)
                     )
                 except (httpx.HTTPError, OSError):
@@ -403,7 +409,7 @@ class RolloutController:
                 try:
                     timeout = min(self.config.request_timeout, max(0.001, until - time.monotonic()))
                     resp = await asyncio.wait_for(
-                        self._client.post(server.url + path, json=body, timeout=timeout),  # type: ignore[union-attr]
+                        self._clients[server.url].post(server.url + path, json=body, timeout=timeout),
                         timeout + 1.0,
                     )
                 except (httpx.ConnectError, ConnectionRefusedError) as exc:
