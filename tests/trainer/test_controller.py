@@ -148,7 +148,14 @@ async def test_server_killed_halfway_is_taken_out_and_probed_back(two_policies: 
         s.fake.delay = 0.02
     async with controller(a, b, max_concurrency=16, request_timeout=5.0) as ctl:
         groups = [group(2, gid=str(i)) for i in range(120)]
-        killer = threading.Thread(target=lambda: (time.sleep(0.3), a.kill()))
+
+        def kill_halfway() -> None:
+            deadline = time.monotonic() + 60
+            while a.fake.chat_requests + b.fake.chat_requests < 60 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            a.kill()
+
+        killer = threading.Thread(target=kill_halfway, daemon=True)
         killer.start()
         await asyncio.gather(*(ctl.generate_group(g) for g in groups))
         killer.join()
@@ -160,7 +167,7 @@ async def test_server_killed_halfway_is_taken_out_and_probed_back(two_policies: 
         # the same address comes back (a restarted server): the probe puts it back in rotation
         back = PolicyServer(POLICY, port=a.server.port)
         try:
-            for _ in range(100):
+            for _ in range(400):  # the probe runs every 0.1 s; the margin is for a loaded machine
                 if sa.healthy:
                     break
                 await asyncio.sleep(0.05)
