@@ -169,3 +169,8 @@ def test_eval_full_gsm8k_test_set(
     report, scored = eval_then_score(capsys, servers, tmp_path / "scored.jsonl", prompts, n)
     assert report["generation"]["generated_samples"] == prompts * n
     assert report["judged"] == prompts * n and report["data_sources"] == scored["data_sources"]
+
+
+def test_eval_with_the_progress_bar(servers: list[PolicyServer], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(GSM8K), "--limit", "3", "-n", "2", "--base-url", servers[0].url]) == 0
+    assert servers[0].fake.chat_requests == 3 and "openai/gsm8k" in capsys.readouterr().out
