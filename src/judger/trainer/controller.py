@@ -12,7 +12,8 @@ How requests are spread and kept alive:
   in flight (ties: the least used);
 - **bounded concurrency**: at most ``max_concurrency`` requests in flight over all servers;
 - **deadlines**: one attempt is bounded by ``request_timeout``, a request with its retries by
-  ``deadline``; a request past its deadline leaves its samples FAILED with the reason;
+  ``deadline`` (counted from when it may go, not while it waits for a slot); a request past its
+  deadline leaves its samples FAILED with the reason;
 - **retries with backoff** (full jitter, ``Retry-After`` honoured) on connection errors, dropped
   connections, timeouts, 429 and 5xx, on another server when there is one; other 4xx are the
   caller's fault and fail at once;
@@ -399,10 +400,11 @@ class RolloutController:
         self._bind()
         assert self._slots is not None
         path = "/v1/chat/completions" if self.config.endpoint == "chat" else "/v1/completions"
-        until = time.monotonic() + self._deadline
         last = "no attempt"
         avoid: ServerState | None = None
         async with self._slots:
+            # the deadline starts once the request may go: waiting behind max_concurrency is not its fault
+            until = time.monotonic() + self._deadline
             for attempt in range(self.config.max_retries + 1):
                 server = await self._acquire(avoid, until)
                 retry_after: str | None = None
