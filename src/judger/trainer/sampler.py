@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judger.core.rollout import RolloutState
-from judger.trainer.io import InputError, RowError, iter_rows
+from judger.trainer.io import RowError, iter_rows
 
 logger = logging.getLogger(__name__)
 
@@ -149,23 +149,20 @@ class Sampler:
     # --- reading ----------------------------------------------------------------------------------
 
     def _read(self, path: Path) -> None:
-        try:
-            rows = iter_rows(path)
-            for number, row in rows:
-                if isinstance(row, RowError):
-                    self.errors.append(RowError(row.row, f"{path.name}: {row.message}"))
-                    continue
-                try:
-                    state = self.parse_row(row, f"{path.stem}-{number}")
-                except (ValueError, TypeError) as exc:
-                    self.errors.append(RowError(number, f"{path.name}: {exc}"))
-                    continue
-                if self._too_long(state):
-                    self.filtered += 1
-                    continue
-                self.prompts.append(state)
-        except InputError:
-            raise
+        """Every row of ``path``; raises InputError when the file itself cannot be read."""
+        for number, row in iter_rows(path):
+            if isinstance(row, RowError):
+                self.errors.append(RowError(row.row, f"{path.name}: {row.message}"))
+                continue
+            try:
+                state = self.parse_row(row, f"{path.stem}-{number}")
+            except (ValueError, TypeError) as exc:
+                self.errors.append(RowError(number, f"{path.name}: {exc}"))
+                continue
+            if self._too_long(state):
+                self.filtered += 1
+                continue
+            self.prompts.append(state)
 
     def parse_row(self, row: Any, default_uid: str) -> RolloutState:
         """One prompt as a RolloutState (status INIT); raises ValueError naming the bad field."""
