@@ -12,6 +12,7 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("judger.cli.score", "score a rollouts file (JSONL/Parquet) and report per data_source"),
     "serve": ("judger.cli.serve", "serve a judger config over HTTP"),
+    "eval": ("judger.cli.eval", "generate on OpenAI-compatible servers, judge, report per data_source"),
 }
 
 

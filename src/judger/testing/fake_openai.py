@@ -19,7 +19,11 @@ Endpoints and what they answer (all deterministic):
     (spaces, ``$`` and a trailing ``.`` dropped; numbers compared as numbers). It replies ``"A"``
     when they agree, ``"B"`` when they do not, ``"C"`` when the response section is empty. With
     ``reply_style="cot"`` the letter comes as ``"... Final Judgment: \\boxed{A}"``. Any other
-    chat request is answered like ``/v1/completions`` on the concatenated message contents.
+    chat request is a generation: answered like ``/v1/completions`` on the concatenated message
+    contents (the "chat template" is one content per line), with ``n`` choices; ``logprobs: true``
+    adds OpenAI's ``logprobs.content`` list (tokens ``"token_id:N"`` when
+    ``return_tokens_as_token_ids`` is set, as vLLM does); ``return_token_ids: true`` adds
+    ``prompt_token_ids`` (on the response) and ``token_ids`` (on each choice), as vLLM >= 0.10.2.
 
 ``POST /v1/completions``
     For each prompt (a string, a list of strings, or token ids: a list of ints or a list of such
@@ -28,18 +32,32 @@ Endpoints and what they answer (all deterministic):
     shorter than the text cuts it and gives ``finish_reason="length"``. Tokens are characters
     (token id = ``ord(c)``); when ``logprobs`` is set, each choice carries ``token_ids`` and an
     OpenAI-style ``logprobs`` object (``tokens``, ``token_logprobs`` all -0.01, ``text_offset``).
-    ``usage`` counts prompt and completion tokens the same way.
+    ``usage`` counts prompt and completion tokens the same way. ``n`` gives n choices per prompt
+    (index ``prompt * n + sample``, as vLLM orders them); ``stop`` (a string or a list) cuts the
+    text before the first stop string (``finish_reason="stop"``); ``return_token_ids: true`` adds
+    ``prompt_token_ids`` and ``token_ids`` to each choice; ``return_tokens_as_token_ids`` writes
+    ``logprobs.tokens`` as ``"token_id:N"``.
+
+A generation's text is ``responder(prompt, sample_index)`` when that attribute is set (a plain
+function: tests use it to script right and wrong answers), else the ``\\boxed{N}`` answer above.
 
 Behaviour switches (plain attributes; safe to change while the server runs):
 
 ``mode``
-    ``"ok"`` (default); ``"error500"`` / ``"error503"`` (every request to the completion endpoints
-    fails with that status; 503 carries ``Retry-After: 0``); ``"stall"`` (hold the request up to
+    ``"ok"`` (default); ``"error500"`` / ``"error503"`` / ``"error429"`` (every request to the
+    completion endpoints fails with that status; 503 and 429 carry ``Retry-After: 0``); ``"drop"``
+    (the server starts every reply, ``/v1/models`` included, and closes the connection halfway
+    through it, as a crashing server does); ``"stall"`` (hold the request up to
     ``stall_seconds``, or until :meth:`release`); ``"garbage"`` (reply text with no verdict).
 ``fail_first``
     The first N completion requests fail with ``fail_status`` whatever the mode.
+``drop_first``
+    The first N completion requests have their connection dropped halfway through the reply.
+``finish_reason``
+    When set, every generated choice ends with this finish reason (``"abort"``, ``"error"``...).
 ``delay``
-    Seconds each completion request waits before answering (to observe concurrency).
+    Seconds each completion request waits before answering (injected slowness; to observe
+    concurrency and deadlines).
 ``models_status``
     When set, ``GET /v1/models`` fails with that status.
 
@@ -53,10 +71,11 @@ import asyncio
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from judger.verifiers.prompts import split_grading_prompt
 
@@ -128,6 +147,22 @@ def _prompts(prompt: Any) -> list[str]:
     return [str(prompt)]
 
 
+class _DroppedReply(Response):
+    """Starts a 200 reply promising more body than it sends, then returns: uvicorn closes the
+    connection, and the client sees the peer hang up mid-reply (httpx: RemoteProtocolError)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"id": "cut-', "more_body": True})
+
+
+def _stop_at(text: str, stop: Any) -> tuple[str, bool]:
+    stops = [stop] if isinstance(stop, str) else [s for s in stop or [] if isinstance(s, str) and s]
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
 class FakeOpenAI:
     """State and switches of one fake server; ``.app`` is the FastAPI app serving it."""
 
@@ -137,6 +172,9 @@ class FakeOpenAI:
         self.mode = "ok"
         self.fail_first = 0
         self.fail_status = 500
+        self.drop_first = 0
+        self.finish_reason: str | None = None
+        self.responder: Callable[[str, int], str] | None = None
         self.delay = 0.0
         self.stall_seconds = 60.0
         self.models_status: int | None = None
@@ -165,9 +203,11 @@ class FakeOpenAI:
             await asyncio.sleep(self.delay)
         if total <= self.fail_first:
             return JSONResponse({"error": {"message": "injected failure"}}, status_code=self.fail_status)
-        if self.mode in ("error500", "error503"):
-            status = 500 if self.mode == "error500" else 503
-            headers = {"Retry-After": "0"} if status == 503 else None
+        if total <= self.drop_first or self.mode == "drop":
+            return _DroppedReply()
+        if self.mode in ("error500", "error503", "error429"):
+            status = int(self.mode[len("error") :])
+            headers = {"Retry-After": "0"} if status != 500 else None
             return JSONResponse({"error": {"message": f"fake {status}"}}, status_code=status, headers=headers)
         if self.mode == "stall":
             deadline = time.monotonic() + self.stall_seconds
@@ -187,7 +227,7 @@ class FakeOpenAI:
         user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
         sections = split_grading_prompt(user[-1]) if user else None
         if sections is None:
-            return completion_text("\n".join(str(m.get("content") or "") for m in messages))
+            return self.generate_text(render_chat(messages), 0)
         letter = grade(sections["gold_answer"], sections["response"])
         if self.reply_style == "cot":
             return f"I compared the final answer with the gold answer.\nFinal Judgment: \\boxed{{{letter}}}"
@@ -215,6 +255,8 @@ class FakeOpenAI:
         @app.get("/v1/models")
         async def models() -> Any:
             fake.models_requests += 1
+            if fake.mode == "drop":
+                return _DroppedReply()
             if fake.models_status is not None:
                 return JSONResponse({"error": {"message": "injected"}}, status_code=fake.models_status)
             return {
@@ -229,8 +271,11 @@ class FakeOpenAI:
             error = await fake._admit(body)
             if error is not None:
                 return error
-            text = fake.chat_reply(body.get("messages") or [])
-            prompt_tokens = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
+            messages = body.get("messages") or []
+            if not fake._is_grading(messages):
+                return fake._chat_generation(body, messages)
+            text = fake.chat_reply(messages)
+            prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages)
             return {
                 "id": f"chatcmpl-{fake.chat_requests}",
                 "object": "chat.completion",
@@ -254,9 +299,11 @@ class FakeOpenAI:
             if error is not None:
                 return error
             prompts = _prompts(body.get("prompt", ""))
+            n = _count(body.get("n"))
             choices = [
-                fake._completion_choice(i, str(p), body.get("max_tokens"), body.get("logprobs"))
+                fake._completion_choice(i * n + j, str(p), j, body)
                 for i, p in enumerate(prompts)
+                for j in range(n)
             ]
             completion_tokens = sum(len(c["text"]) for c in choices)
             prompt_tokens = sum(len(str(p)) for p in prompts)
@@ -275,18 +322,133 @@ class FakeOpenAI:
 
         return app
 
-    def _completion_choice(self, index: int, prompt: str, max_tokens: Any, logprobs: Any) -> dict[str, Any]:
-        text = GARBAGE_REPLY if self.mode == "garbage" else completion_text(prompt)
+    def _is_grading(self, messages: list[dict[str, Any]]) -> bool:
+        user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+        return bool(user) and split_grading_prompt(str(user[-1])) is not None
+
+    def generate_text(self, prompt: str, sample: int) -> str:
+        """The text the fake generates for ``prompt`` as its ``sample``-th sample."""
+        if self.mode == "garbage":
+            return GARBAGE_REPLY
+        if self.responder is not None:
+            return self.responder(prompt, sample)
+        return completion_text(prompt)
+
+    def _sample(self, prompt: str, sample: int, body: dict[str, Any]) -> tuple[str, str]:
+        """``(text, finish_reason)`` after ``stop``, ``max_tokens`` and the finish_reason switch."""
+        text, stopped = _stop_at(self.generate_text(prompt, sample), body.get("stop"))
         finish = "stop"
-        if isinstance(max_tokens, int) and 0 <= max_tokens < len(text):
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        if not stopped and isinstance(max_tokens, int) and 0 <= max_tokens < len(text):
             text, finish = text[:max_tokens], "length"
+        return text, self.finish_reason or finish
+
+    def _chat_generation(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        prompt = render_chat(messages)
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        choices = []
+        for j in range(_count(body.get("n"))):
+            text, finish = self._sample(prompt, j, body)
+            choice: dict[str, Any] = {
+                "index": j,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish,
+                "logprobs": None,
+            }
+            if body.get("logprobs"):
+                choice["logprobs"] = {
+                    "content": [
+                        {"token": f"token_id:{ord(c)}" if as_ids else c, "logprob": -0.01, "top_logprobs": []}
+                        for c in text
+                    ]
+                }
+            if body.get("return_token_ids"):
+                choice["token_ids"] = [ord(c) for c in text]
+            choices.append(choice)
+        completion_tokens = sum(len(c["message"]["content"]) for c in choices)
+        reply: dict[str, Any] = {
+            "id": f"chatcmpl-{self.chat_requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt) + completion_tokens,
+            },
+        }
+        if body.get("return_token_ids"):
+            reply["prompt_token_ids"] = [ord(c) for c in prompt]
+        return reply
+
+    def _completion_choice(
+        self, index: int, prompt: str, sample: int, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        text, finish = self._sample(prompt, sample, body)
         choice: dict[str, Any] = {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
+        logprobs = body.get("logprobs")
         if logprobs is not None and logprobs is not False:
+            as_ids = bool(body.get("return_tokens_as_token_ids"))
             choice["token_ids"] = [ord(c) for c in text]
             choice["logprobs"] = {
-                "tokens": list(text),
+                "tokens": [f"token_id:{ord(c)}" for c in text] if as_ids else list(text),
                 "token_logprobs": [-0.01] * len(text),
                 "top_logprobs": None,
                 "text_offset": list(range(len(text))),
             }
+        if body.get("return_token_ids"):
+            choice["token_ids"] = [ord(c) for c in text]
+            choice["prompt_token_ids"] = [ord(c) for c in prompt]
         return choice
+
+
+def render_chat(messages: list[dict[str, Any]]) -> str:
+    """The fake's chat template: each message's content on its own line."""
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+def _count(n: Any) -> int:
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
+
+
+def app() -> FastAPI:
+    """A fresh fake's app, for ``uvicorn --factory judger.testing.fake_openai:app`` (benchmarks run
+    the fake in its own process). ``FAKE_OPENAI_MODEL`` names the model (default ``fake-policy``)."""
+    import os
+
+    return FakeOpenAI(model=os.environ.get("FAKE_OPENAI_MODEL", "fake-policy")).app
+
+
+def kill_server(fake: FakeOpenAI, server: Any, settle_s: float = 0.3) -> None:
+    """Take a fake served by :class:`judger.testing.LoopbackServer` down as a crashing server goes:
+    replies in flight are cut halfway (``mode="drop"``), then the listening socket closes, so new
+    connections are refused. Call it from any thread but the server's own."""
+    fake.mode = "drop"
+    time.sleep(settle_s)  # let requests held in ``delay`` reach their (cut) reply
+    server.server.force_exit = True
+    server.server.should_exit = True
+    server.thread.join(10.0)
+
+
+class PolicyServer:
+    """A fake serving as the policy model on 127.0.0.1: ``.fake`` (its switches), ``.server``, ``.url``."""
+
+    def __init__(self, model: str = "fake-policy", port: int | None = None) -> None:
+        from judger.testing.servers import LoopbackServer
+
+        self.fake = FakeOpenAI(model=model)
+        self.server = LoopbackServer(self.fake.app, port=port, timeout_graceful_shutdown=1).start()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def kill(self) -> None:
+        """Crash it (see :func:`kill_server`)."""
+        kill_server(self.fake, self.server)
+
+    def stop(self) -> None:
+        self.fake.release()
+        if self.server.thread.is_alive():
+            self.server.stop()

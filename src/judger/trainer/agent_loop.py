@@ -2,6 +2,9 @@
 
 ``SingleTurnAgentLoop(config, generate, judger)`` takes ``generate`` as either
 
+- a :class:`~judger.trainer.controller.RolloutController` (several OpenAI-compatible servers,
+  balanced, retried; a group goes out as requests of ``sample_params.n`` samples, the whole group in
+  one request by default); or
 - an async callable ``generate(state) -> RolloutState | dict | None`` that fills ``response``
   (and ideally ``response_ids``, ``logprobs``, ``finish_reason``) on the state, or returns those
   fields as a dict; or
@@ -20,13 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
+from judger.trainer.sample_params import SampleParams, as_sample_params
+
+if TYPE_CHECKING:
+    from judger.trainer.controller import RolloutController
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
 
@@ -36,20 +44,42 @@ class SingleTurnAgentLoopConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    hf_checkpoint: str | None = Field(
+        None,
+        description="the policy model: its served name (when model is not set) and, where transformers "
+        "can load it from local files, its tokenizer (prompt_ids, chat template, prompt filtering)",
+    )
     group_size: int = Field(1, ge=1, description="samples generated per prompt by generate_group")
     enable_batch_judge: bool = Field(
         False, description="judge the whole group in one batch_judge call, only when all samples completed"
     )
     pause_grace_s: float = Field(10.0, ge=0, description="seconds in-flight work may finish after a pause")
-    sample_params: dict[str, Any] = Field(
-        default_factory=dict,
-        description="sampling parameters sent to the endpoint (max_tokens, temperature, ...)",
+    sample_params: SampleParams = Field(
+        default_factory=SampleParams,
+        description="sampling parameters sent to the endpoint (temperature, top_p, max_tokens, stop, seed, "
+        "n, ...): a SampleParams or a dict of its fields",
     )
-    model: str | None = Field(None, description="endpoint model name; None: the first of GET /v1/models")
+    model: str | None = Field(
+        None, description="endpoint model name; None: hf_checkpoint, else the first of GET /v1/models"
+    )
     request_timeout: float = Field(300.0, gt=0, description="seconds for one endpoint request")
     max_retries: int = Field(3, ge=0)
     logprobs: bool = Field(True, description="ask the endpoint for token ids and logprobs")
-    hf_checkpoint: str | None = Field(None, description="XTuner's model path field (tokenizer source)")
+
+    @field_validator("sample_params", mode="before")
+    @classmethod
+    def _sample_params(cls, value: Any) -> SampleParams:
+        return as_sample_params(value)
+
+    def served_model(self) -> str | None:
+        """The model name requests carry: ``model``, else ``hf_checkpoint`` (None: ask the server)."""
+        return self.model or self.hf_checkpoint
+
+    def load_tokenizer(self) -> Any:
+        """``hf_checkpoint``'s tokenizer when transformers can load it from local files, else None."""
+        from judger.trainer.tokenizer import load_tokenizer
+
+        return load_tokenizer(self.hf_checkpoint)
 
 
 def _mark_aborted(state: RolloutState) -> None:
@@ -157,7 +187,7 @@ class OpenAICompletionsGenerator:
         base_url: str,
         *,
         model: str | None = None,
-        sample_params: dict[str, Any] | None = None,
+        sample_params: SampleParams | dict[str, Any] | None = None,
         logprobs: bool = True,
         request_timeout: float = 300.0,
         max_retries: int = 3,
@@ -172,7 +202,7 @@ class OpenAICompletionsGenerator:
                 base = base[: -len(suffix)]
         self.base_url = base
         self.model = model
-        self.sample_params = dict(sample_params or {})
+        self.sample_params = as_sample_params(sample_params).to_body()
         self.logprobs = logprobs
         self.render_prompt = render_prompt
         self.tokenize = tokenize
@@ -229,18 +259,26 @@ class SingleTurnAgentLoop:
     def __init__(
         self,
         config: SingleTurnAgentLoopConfig,
-        generate: GenerateFn | str,
+        generate: GenerateFn | str | RolloutController,
         judger: BaseJudger | None = None,
         *,
         tokenize: Callable[[str], list[int]] | None = None,
         render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
     ) -> None:
+        from judger.trainer.controller import RolloutController
+
         self.config = config
         self.judger = judger
-        if isinstance(generate, str):
+        self.controller: RolloutController | None = None
+        self.timings = {"generate_s": 0.0, "judge_s": 0.0}
+        if isinstance(generate, RolloutController):
+            self.controller = generate
+            if generate.model is None:
+                generate.model = config.served_model()
+        elif isinstance(generate, str):
             generate = OpenAICompletionsGenerator(
                 generate,
-                model=config.model,
+                model=config.served_model(),
                 sample_params=config.sample_params,
                 logprobs=config.logprobs,
                 request_timeout=config.request_timeout,
@@ -248,9 +286,10 @@ class SingleTurnAgentLoop:
                 render_prompt=render_prompt,
                 tokenize=tokenize,
             )
-        if not callable(generate):
+        if self.controller is None and not callable(generate):
             raise TypeError(
-                f"generate must be an async callable or an endpoint URL, got {type(generate).__name__}"
+                "generate must be a RolloutController, an async callable or an endpoint URL, "
+                f"got {type(generate).__name__}"
             )
         self.generate = generate
         self._pause = asyncio.Event()
@@ -311,7 +350,12 @@ class SingleTurnAgentLoop:
     async def generate_group(self, prompt: RolloutState | Sequence[RolloutState]) -> list[RolloutState]:
         """Generate ``config.group_size`` samples of ``prompt`` (or one per given state), then judge them."""
         states = self._copies(prompt)
-        work = {i: self.generate_sample(s) for i, s in enumerate(states)}
+        started = time.perf_counter()
+        work: dict[int, Awaitable[Any]]
+        if self.controller is not None:
+            work = {-1: self.controller.generate_group(states, self.config.sample_params)}
+        else:
+            work = {i: self.generate_sample(s) for i, s in enumerate(states)}
         try:
             cut = await _run_pausable(work, self._pause, self.config.pause_grace_s)
         except asyncio.CancelledError:
@@ -320,7 +364,11 @@ class SingleTurnAgentLoop:
                     _mark_aborted(s)
             raise
         for i in cut:
-            _mark_aborted(states[i])
+            for s in states if i == -1 else [states[i]]:
+                if s.status == Status.INIT:
+                    _mark_aborted(s)
+        judging = time.perf_counter()
+        self.timings["generate_s"] += judging - started
         if self.judger is not None:
             await run_judger(
                 self.judger,
@@ -329,9 +377,13 @@ class SingleTurnAgentLoop:
                 pause=self._pause,
                 pause_grace_s=self.config.pause_grace_s,
             )
+            self.timings["judge_s"] += time.perf_counter() - judging
         return states
 
     async def aclose(self) -> None:
+        """Close the generator this loop made from a URL (a controller passed in is its owner's)."""
+        if self.controller is not None:
+            return
         closer = getattr(self.generate, "aclose", None)
         if closer is not None:
             with contextlib.suppress(Exception):

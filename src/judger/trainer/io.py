@@ -101,6 +101,25 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, Any | RowError]]:
             yield number, row
 
 
+def iter_rows(path: str | Path) -> Iterator[tuple[int, Any | RowError]]:
+    """``(row number from 1, row or RowError)`` of a JSONL or Parquet file; InputError if unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return _iter_parquet(path) if _format(path) == "parquet" else _iter_jsonl(path)
+
+
+def decode_nested(value: Any, opener: str) -> Any:
+    """A nested column as written by :func:`write_rollouts`: JSON text that starts with ``opener``
+    (``"{"`` or ``"[{"``) is decoded; anything else is returned as is."""
+    return _decoded(value, opener)
+
+
+def messages_of(prompt: Any) -> list[dict[str, Any]]:
+    """A verl ``prompt`` (chat messages or a string) as chat messages; ValueError naming the field."""
+    return _messages(prompt)
+
+
 def _decoded(value: Any, opener: str) -> Any:
     """Undo the JSON-text fallback of :func:`write_rollouts` for a nested column."""
     if isinstance(value, str) and value.startswith(opener):

@@ -1,0 +1,340 @@
+"""`judger eval`: generate answers to a benchmark on OpenAI-compatible servers, judge them, report.
+
+Sampler -> RolloutController -> judger, then the same per-data_source report as ``judger score``
+(mean@n, best@n, maj@n, pass@n, failed, timed out), plus generation figures (tokens/s, time in
+generation vs judging). With ``-o scored.jsonl`` every group is appended to the file as soon as it
+is judged; run the same command again after an interruption and the groups already written are
+not generated again (they are judged again, which is cheap and keeps the report whole).
+
+Exit codes: 0 every prompt read and every sample generated and judged; 1 some input rows could not
+be read; 2 nothing could be evaluated (bad input, config or server); 3 some samples failed to be
+judged; 4 some samples failed to be generated (see the table's skipped count and the output file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_ROWS = 1
+EXIT_UNUSABLE = 2
+EXIT_JUDGE_FAILURES = 3
+EXIT_GENERATION_FAILURES = 4
+
+_EPILOG = """\
+examples:
+  judger eval gsm8k_test.jsonl --base-url http://127.0.0.1:8000 -n 8 -o scored.jsonl
+  judger eval data.parquet --base-url http://gpu1:8000 --base-url http://gpu2:8000 --preset math
+  judger score scored.jsonl        the same report again from the written file
+
+input rows: verl's layout (prompt, data_source, reward_model.ground_truth) or GSM8K's
+(question, answer with '#### <number>'); see judger.trainer.sampler.
+
+exit codes: 0 ok; 1 some input rows unreadable; 2 nothing evaluated; 3 some samples failed to be
+            judged; 4 some samples failed to be generated
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of `judger eval`; must stay cheap (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _EPILOG
+    parser.add_argument("input", help="prompts: .jsonl or .parquet (verl's layout, or GSM8K's)")
+    parser.add_argument(
+        "--base-url",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="an OpenAI-compatible server (vLLM, SGLang...); repeat for several (balanced, failed over)",
+    )
+    parser.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
+    parser.add_argument("-n", type=int, default=1, metavar="N", help="samples per prompt (default 1)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("-c", "--config", metavar="CONFIG", help="judger config, as for `judger score`")
+    which.add_argument("--preset", metavar="NAME", help="a built-in judger config, e.g. gsm8k or math")
+    parser.add_argument("--compat", choices=("verl",), help="with the default config, as for `judger score`")
+    parser.add_argument(
+        "-o", "--output", metavar="OUTPUT", help="write every sample (.jsonl resumable; .parquet)"
+    )
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
+    parser.add_argument(
+        "--row-format", choices=("auto", "verl", "gsm8k"), default="auto", help="input layout (default: auto)"
+    )
+    parser.add_argument("--limit", type=int, metavar="K", help="only the first K prompts")
+    parser.add_argument("--max-tokens", type=int, metavar="T")
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--stop", action="append", metavar="TEXT", help="a stop string (repeatable)")
+    parser.add_argument("--concurrency", type=int, default=64, metavar="G", help="prompts in flight (64)")
+    parser.add_argument(
+        "--request-timeout", type=float, default=600.0, metavar="S", help="seconds per attempt"
+    )
+    parser.add_argument("--max-retries", type=int, default=5, metavar="R")
+    parser.add_argument("--workers", type=int, metavar="N", help="judging parallelism, as for `judger score`")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _sample_params(args: argparse.Namespace) -> dict[str, Any]:
+    params = {
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        "stop": args.stop,
+    }
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _partial_path(output: Path) -> Path:
+    """Where groups are appended as they finish: the output itself for JSONL, a sidecar for Parquet."""
+    return output if output.suffix.lower() == ".jsonl" else output.with_name(output.name + ".partial.jsonl")
+
+
+def resume(path: Path, n: int) -> dict[Any, list[Any]]:
+    """The groups already written to ``path`` whole (``n`` samples, none failed to generate), by
+    group id; the file is rewritten without the others, which will be generated again."""
+    import json
+
+    from judger.core.rollout import Status
+    from judger.trainer.io import parse_row
+
+    if not path.exists():
+        return {}
+    lines: dict[Any, list[str]] = {}
+    groups: dict[Any, list[Any]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                (state,), _ = parse_row(json.loads(line), number)
+            except Exception:
+                continue  # a line cut by the interruption: its group is generated again
+            groups.setdefault(state.group_id, []).append(state)
+            lines.setdefault(state.group_id, []).append(line if line.endswith("\n") else line + "\n")
+    done = {
+        gid: states
+        for gid, states in groups.items()
+        if len(states) == n and all(s.status != Status.FAILED for s in states)
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for gid in done:
+            fh.writelines(lines[gid])
+    tmp.replace(path)
+    return done
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import time
+
+    from rich.console import Console
+
+    from judger.cli.loading import ConfigError
+    from judger.cli.report import render_summary, summarize
+    from judger.cli.score import _close_shared_pool, build, score_states
+    from judger.core.rollout import RolloutState, Status
+    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+    from judger.trainer.controller import GenerationError, RolloutControllerConfig
+    from judger.trainer.io import InputError, _json_default, state_to_row, write_rollouts
+    from judger.trainer.metrics import compute_validation_metrics
+    from judger.trainer.sampler import SamplerConfig
+
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True)
+    if args.n < 1 or args.concurrency < 1 or (args.limit is not None and args.limit < 1):
+        _say("judger eval: -n, --concurrency and --limit must be >= 1")
+        return EXIT_UNUSABLE
+    if args.compat and (args.config or args.preset):
+        _say("judger eval: --compat applies to the default config only (drop -c / --preset)")
+        return EXIT_UNUSABLE
+    output = Path(args.output) if args.output else None
+    if output is not None and output.suffix.lower() not in (".jsonl", ".parquet"):
+        _say(f"judger eval: -o {output}: use .jsonl (resumable) or .parquet")
+        return EXIT_UNUSABLE
+    try:
+        sampler = SamplerConfig(
+            data_files=[Path(args.input)],
+            row_format=args.row_format,
+            n=args.n,
+            shuffle=False,
+            limit=args.limit,
+        ).build()
+        controller_cfg = RolloutControllerConfig(
+            base_urls=args.base_url,
+            model=args.model,
+            endpoint=args.endpoint,
+            max_concurrency=max(args.concurrency, 1),
+            request_timeout=args.request_timeout,
+            max_retries=args.max_retries,
+        )
+        loop_cfg = SingleTurnAgentLoopConfig(sample_params=_sample_params(args))
+    except (InputError, ValueError) as exc:
+        _say(f"judger eval: {exc}")
+        return EXIT_UNUSABLE
+    for error in sampler.errors[:20]:
+        _say(f"{args.input}: {error}")
+    if len(sampler.errors) > 20:
+        _say(f"... and {len(sampler.errors) - 20} more bad rows")
+    if not len(sampler):
+        _say(f"judger eval: {args.input}: no prompts to evaluate")
+        return EXIT_UNUSABLE
+    try:
+        judger = build(args)
+    except ConfigError as exc:
+        _say(f"judger eval: {exc}")
+        return EXIT_UNUSABLE
+
+    partial = _partial_path(output) if output is not None else None
+    done = resume(partial, args.n) if partial is not None else {}
+    groups = list(sampler.groups())
+    todo = [g for g in groups if g[0].group_id not in done]
+    resumed = [s for g in groups if g[0].group_id in done for s in done[g[0].group_id]]
+    if done:
+        _say(f"judger eval: resuming: {len(resumed)} samples of {len(done)} prompts already in {partial}")
+    finished: dict[Any, list[RolloutState]] = {}
+    controller = controller_cfg.build()
+    agent = SingleTurnAgentLoop(loop_cfg, controller, judger)
+    sink = partial.open("a", encoding="utf-8") if partial is not None else None
+    start = time.perf_counter()
+    rejudge_s = 0.0
+
+    async def main(advance: Any) -> None:
+        nonlocal rejudge_s
+        await controller.resolve_model()
+        slots = asyncio.Semaphore(args.concurrency)
+
+        async def one(group: list[RolloutState]) -> None:
+            async with slots:
+                states = await agent.generate_group(group)
+            finished[group[0].group_id] = states
+            if sink is not None:
+                sink.write(
+                    "".join(
+                        json.dumps(state_to_row(s), ensure_ascii=False, default=_json_default) + "\n"
+                        for s in states
+                    )
+                )
+                sink.flush()
+            advance(len(states))
+
+        t0 = time.perf_counter()
+        to_rejudge = [s for s in resumed if s.status == Status.COMPLETED]
+        if to_rejudge:
+            await score_states(judger, to_rejudge, 256)
+        rejudge_s = time.perf_counter() - t0
+        advance(len(resumed))
+        await asyncio.gather(*(one(g) for g in todo))
+
+    async def run_all() -> None:
+        try:
+            if args.no_progress:
+                await main(lambda k: None)
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(
+                TextColumn("eval"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("eval", total=len(groups) * args.n)
+                await main(lambda k: bar.advance(task, k))
+        finally:
+            await controller.aclose()
+            await judger.aclose()
+            _close_shared_pool()
+
+    try:
+        asyncio.run(run_all())
+    except KeyboardInterrupt:
+        where = f"; run the same command again to resume from {partial}" if partial else ""
+        _say(f"judger eval: interrupted{where}")
+        return 130
+    except GenerationError as exc:
+        _say(f"judger eval: {exc}")
+        return EXIT_UNUSABLE
+    except Exception as exc:
+        _say(f"judger eval: stopped: {type(exc).__name__}: {exc}")
+        return EXIT_UNUSABLE
+    finally:
+        if sink is not None:
+            sink.close()
+    elapsed = time.perf_counter() - start
+
+    states = [s for g in groups for s in (done.get(g[0].group_id) or finished.get(g[0].group_id) or [])]
+    gen_failed = sum(1 for s in states if "generation_failure" in s.extra_fields)
+    summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=sampler.errors)
+    stats = controller.stats
+    gen_s = agent.timings["generate_s"]
+    summary = {
+        "input": str(args.input),
+        **summary,
+        "generation": {
+            "servers": args.base_url,
+            "model": controller.model,
+            "prompts": len(groups),
+            "resumed_samples": len(resumed),
+            "generated_samples": stats.samples,
+            "failed_samples": gen_failed,
+            "requests": stats.requests,
+            "retries": stats.retries,
+            "completion_tokens": stats.completion_tokens,
+            "tokens_per_s": round(stats.completion_tokens / elapsed, 1) if elapsed > 0 else None,
+            "generation_s": round(gen_s, 3),
+            "judging_s": round(agent.timings["judge_s"] + rejudge_s, 3),
+            "servers_taken_out": {s.url: s.taken_out for s in controller.servers if s.taken_out},
+        },
+    }
+    if sampler.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in sampler.errors]
+    write_failed = False
+    if output is not None:
+        # the file was appended in the order groups finished; it ends in the input's order, so that
+        # `judger score` on it averages in the same order and reports the same numbers to the bit
+        try:
+            assert partial is not None
+            final = output.with_name(output.name + ".tmp" + output.suffix)
+            write_rollouts(final, states)
+            final.replace(output)
+            if partial != output:
+                partial.unlink(missing_ok=True)
+        except Exception as exc:
+            _say(f"judger eval: cannot write {output}: {type(exc).__name__}: {exc}")
+            write_failed = True
+    if args.format == "json":
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
+    else:
+        g = summary["generation"]
+        out.print(f"judger eval: {args.input} on {len(args.base_url)} server(s), model {g['model']}")
+        render_summary(summary, out)
+        out.print(
+            f"generation: {g['completion_tokens']} tokens, {g['tokens_per_s']} tokens/s; "
+            f"{g['requests']} requests, {g['retries']} retries, {g['failed_samples']} samples failed; "
+            f"time summed over prompts: generation {g['generation_s']:.1f} s, judging {g['judging_s']:.1f} s"
+        )
+        if output is not None and not write_failed:
+            out.print(f"wrote {len(states)} rows to {output}")
+    if write_failed:
+        return EXIT_UNUSABLE
+    if sampler.errors:
+        return EXIT_BAD_ROWS
+    if summary["failed"] or summary["timed_out"]:
+        return EXIT_JUDGE_FAILURES
+    if gen_failed:
+        return EXIT_GENERATION_FAILURES
+    return EXIT_OK
