@@ -15,9 +15,13 @@ from judger.core import errors
 _OPTIONAL = ("ray", "fastapi", "pyarrow", "math_verify", "torch", "trl", "verl", "uvicorn")
 
 
+# programs run inside the code sandbox by its own interpreter, not library code a caller imports
+_INSIDE_SANDBOX = "judger.runtime.sandbox.inside"
+
+
 def _judger_modules() -> list[str]:
     names = [m.name for m in pkgutil.walk_packages(judger.__path__, "judger.")]
-    return [n for n in names if not n.endswith("__main__")]
+    return [n for n in names if not n.endswith("__main__") and not n.startswith(_INSIDE_SANDBOX)]
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         g = summary["generation"]
         out.print(f"judger eval: {args.input} on {len(args.base_url)} server(s), model {g['model']}")
-        render_summary(summary, out)
+        render_summary(summary, out, title="judger eval")
         out.print(
             f"generation: {g['completion_tokens']} tokens, {g['tokens_per_s']} tokens/s; "
             f"{g['requests']} requests, {g['retries']} retries, {g['failed_samples']} samples failed; "

@@ -170,7 +170,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def render_summary(summary: dict[str, Any], console: Any) -> None:
+def render_summary(summary: dict[str, Any], console: Any, title: str = "judger score") -> None:
     """Draw the per-data_source table on a rich Console."""
     from rich.table import Table
 
@@ -182,7 +182,7 @@ def render_summary(summary: dict[str, Any], console: Any) -> None:
         caption += f"; {summary['skipped']} not judged (status not completed)"
     if summary["bad_rows"]:
         caption += f"; {summary['bad_rows']} unreadable input row(s) skipped"
-    table = Table(title="judger score", title_justify="left", caption=caption, caption_justify="left")
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     table.add_column("data_source", no_wrap=True, overflow="ellipsis", max_width=40)
     for name in ("samples", "failed", "timeout", "score", "acc"):
         table.add_column(name, justify="right", no_wrap=True)

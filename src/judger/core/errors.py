@@ -15,6 +15,14 @@ concerns and, where there is one, the fix.
      +-- WorkerCrashedError (RuntimeError) a worker process died during a call
      +-- PoolClosedError (RuntimeError)    the worker pool closed before the call finished
      +-- ReplicaLostError                  a Ray actor died on every attempt the budget allowed
+     +-- GenerationError                   a model server could not answer a generation request
+     +-- IsolationUnavailable (RuntimeError) bubblewrap cannot run here: code judging refuses to build
+     +-- SandboxStartError (RuntimeError)  a sandbox did not come up (a judge failure, never a score)
+     +-- SandboxFusionError (RuntimeError) a SandboxFusion server could not run a test
+     +-- BodyError (ValueError)            the HTTP server refuses a request body (carries the status)
+
+The classes live beside the code that raises them; this drawing is kept whole by
+``tests/core/test_error_tree.py``.
 
 Errors that are also a builtin type (ValueError, TypeError, TimeoutError) subclass it too, so
 ``except ValueError`` around a config still works. A failed *sample* is not an exception: it is
@@ -86,3 +94,7 @@ class HandlerHTTPTimeout(HandlerHTTPError, TimeoutError):
 
 class VerdictParseError(JudgerError):
     """The grader replied, but no verdict could be read from the reply (a judge failure)."""
+
+
+class GenerationError(JudgerError):
+    """A generation request that could not be answered (after retries, or not retryable)."""

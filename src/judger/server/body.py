@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from judger.core.errors import JudgerError
+
 # Error text echoed to a client is cut to this many characters: replies stay small whatever was sent.
 MAX_ECHO = 64
 # json.loads holds the GIL for its whole run, about 2.5 us a key: 300k keys stop every thread of
@@ -32,7 +34,7 @@ def echo(value: object) -> str:
     return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 3] + "..."
 
 
-class BodyError(ValueError):
+class BodyError(JudgerError, ValueError):
     """A request body the server refuses; ``status`` is the HTTP code to answer with."""
 
     def __init__(self, message: str, status: int = 422) -> None:

@@ -1,4 +1,5 @@
-"""The trainer side: train data, the agent loop, verl-compatible validation metrics, rollout files."""
+"""The trainer side: the seed's data path (sampler, rollout controller, agent loop, replay buffer,
+task specs), train data, verl-compatible validation metrics, rollout files."""
 
 from __future__ import annotations
 
@@ -13,6 +14,17 @@ _NAMES: dict[str, str] = {
     "read_rollouts": "judger.trainer.io",
     "write_rollouts": "judger.trainer.io",
     "example_data": "judger.trainer.io",
+    # the seed's data path: Sampler -> RolloutController -> agent loop -> judger -> ReplayBuffer
+    "SampleParams": "judger.trainer.sample_params",
+    "SamplerConfig": "judger.trainer.sampler",
+    "Sampler": "judger.trainer.sampler",
+    "RolloutControllerConfig": "judger.trainer.controller",
+    "RolloutController": "judger.trainer.controller",
+    "ReplayBufferConfig": "judger.trainer.replay_buffer",
+    "ReplayBuffer": "judger.trainer.replay_buffer",
+    "TaskSpecConfig": "judger.trainer.task",
+    "AgentLoopManagerConfig": "judger.trainer.agent_loop_manager",
+    "AgentLoopManager": "judger.trainer.agent_loop_manager",
 }
 
 __all__ = sorted(_NAMES)

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
 from judger.runtime.http import RETRY_STATUS, backoff_delay
 from judger.trainer.sample_params import SampleParams, as_sample_params
@@ -95,10 +96,6 @@ class RolloutControllerConfig(BaseModel):
 
     def build(self, **kwargs: Any) -> RolloutController:
         return RolloutController(self, **kwargs)
-
-
-class GenerationError(Exception):
-    """A request that could not be answered (after retries, or not retryable)."""
 
 
 @dataclass

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 
+from judger.core.errors import JudgerError
+
 INSIDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inside")
 MOUNT_POINT = "/opt/judger-sandbox"
 SCRATCH = "/tmp"
@@ -29,7 +31,7 @@ INSTALL_HINT = (
 )
 
 
-class IsolationUnavailable(RuntimeError):
+class IsolationUnavailable(JudgerError, RuntimeError):
     """Kernel isolation cannot run here; code is refused rather than run unconfined."""
 
 

@@ -22,12 +22,13 @@ from typing import Any
 
 import httpx
 
+from judger.core.errors import JudgerError
 from judger.runtime.sandbox.runner import Checker, Decided, Mode, SandboxLimits, SandboxResult, TestOutcome
 
 _RESPONSE_SLACK = 1 << 16
 
 
-class SandboxFusionError(RuntimeError):
+class SandboxFusionError(JudgerError, RuntimeError):
     """The SandboxFusion server could not run a test (not the program's fault)."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from judger.core.errors import JudgerError
 from judger.runtime.sandbox import bwrap
 from judger.runtime.sandbox.seccomp import filter_program
 
@@ -47,7 +48,7 @@ _STARTUP_ALLOWANCE_S = 5.0
 _HEADER_SLACK = 1 << 16
 
 
-class SandboxStartError(RuntimeError):
+class SandboxStartError(JudgerError, RuntimeError):
     """The sandbox itself did not come up (not the program's doing): a judge failure, never a score."""
 
 
