@@ -48,7 +48,7 @@ def resolve_judger(source: Any) -> BaseJudger:
     if isinstance(source, BaseJudger):
         return source
     if hasattr(source, "build") and not isinstance(source, (str, type)):
-        return source.build()  # type: ignore[no-any-return]
+        return source.build()
     if isinstance(source, str):
         if source.startswith(("http://", "https://")):
             from judger.judgers.config import JudgerConfig
@@ -61,12 +61,12 @@ def resolve_judger(source: Any) -> BaseJudger:
         import judger.presets as presets
 
         wanted = {source.lower(), source.lower() + "judgerconfig"}
-        for name in presets.__all__:
+        for name in presets.preset_names():
             if name.lower() in wanted:
-                return getattr(presets, name)().build()  # type: ignore[no-any-return]
+                return getattr(presets, name)().build()
         raise ValueError(
             f"unknown judger {source!r}: give a judger, a judger config, 'verl', an http(s):// URL or a "
-            f"preset ({', '.join(presets.__all__)}, or their short names such as 'math')"
+            f"preset ({', '.join(presets.preset_names())}, or their short names such as 'math')"
         )
     raise TypeError(f"cannot make a judger from {type(source).__name__}: {source!r}")
 

@@ -169,7 +169,8 @@ class ComposedJudgerConfig(BaseModel):
         return value
 
     def build_local(self) -> ComposedJudger:
-        branches = {
+        # Any: ComposedJudger checks each branch itself (a bare BaseJudger is refused there, by name)
+        branches: dict[str, Any] = {
             name: branch if isinstance(branch, BaseJudger) else build_judger(branch)
             for name, branch in self.branches.items()
         }

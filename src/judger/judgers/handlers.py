@@ -160,7 +160,7 @@ class RewardHandler:
     def describe(self) -> str:
         if isinstance(self.target, str):
             return self.target
-        return self.spec or getattr(self.target, "__qualname__", repr(self.target))
+        return self.spec or str(getattr(self.target, "__qualname__", repr(self.target)))
 
     def call_args(self, response: Any, label: Any, data_source: Any, extra_info: dict[str, Any]) -> tuple:
         if self.signature == "verl":
@@ -191,7 +191,7 @@ class RewardHandler:
 
 
 def resolve_handler(
-    handler: Callable[..., Any] | str,
+    handler: Callable[..., Any] | str | None,
     *,
     batched: bool | None = None,
     kwargs: dict[str, Any] | None = None,

@@ -91,7 +91,7 @@ def _flag(query: bytes, name: str) -> bool:
     from urllib.parse import parse_qs
 
     values = parse_qs(query.decode("latin-1")).get(name)
-    return bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
+    return values is not None and bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
 
 
 class _Recorder:
@@ -410,7 +410,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
 
     app.add_middleware(
-        GuardMiddleware,  # type: ignore[arg-type]
+        GuardMiddleware,
         metrics=metrics,
         token=token,
         max_body_bytes=max_body_bytes,
@@ -427,5 +427,5 @@ def create_app(
         from starlette.middleware.trustedhost import TrustedHostMiddleware
 
         # outermost: a request for another host (DNS rebinding) is refused before anything else
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))  # type: ignore[arg-type]
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app

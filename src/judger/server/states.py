@@ -36,10 +36,10 @@ class _Twin:
                 name: (field.annotation if not field.metadata else _annotated(field), field)
                 for name, field in RolloutState.model_fields.items()
             }
-            config = ConfigDict(**{**RolloutState.model_config, "extra": "forbid"})  # type: ignore[typeddict-item]
+            config = ConfigDict(**{**RolloutState.model_config, "extra": "forbid"})
             model: type[BaseModel] = create_model("RolloutStateIn", __config__=config, **definitions)
             self.one: TypeAdapter[Any] = TypeAdapter(model)
-            self.many: TypeAdapter[Any] = TypeAdapter(list[model])  # type: ignore[valid-type]
+            self.many: TypeAdapter[Any] = TypeAdapter(list[model])
         else:
             self.one = TypeAdapter(RolloutState)
             self.many = TypeAdapter(list[RolloutState])
@@ -62,7 +62,8 @@ class _Twin:
 def _annotated(field: Any) -> Any:
     from typing import Annotated
 
-    return Annotated[(field.annotation, *field.metadata)]
+    parts = (field.annotation, *field.metadata)
+    return Annotated[parts]
 
 
 _twin: _Twin | None = None

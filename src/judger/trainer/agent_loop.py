@@ -103,7 +103,7 @@ async def _run_pausable(
 
     A cancellation from outside cancels the work too, and reports every key as cut short by raising.
     """
-    tasks = {asyncio.ensure_future(aw): key for key, aw in work.items()}
+    tasks: dict[asyncio.Future[Any], int] = {asyncio.ensure_future(aw): key for key, aw in work.items()}
     if not tasks:
         return set()
     stopper = asyncio.ensure_future(_until_paused_then_grace(pause, grace_s))
@@ -312,7 +312,10 @@ class SingleTurnAgentLoop:
     async def generate_sample(self, state: RolloutState) -> RolloutState:
         """One response for ``state``: status from the finish reason, FAILED when generation raised."""
         try:
-            result = await self.generate(state)
+            generate = self.generate
+            if not callable(generate):  # a RolloutController: it runs whole groups (generate_group)
+                raise TypeError(f"'{type(generate).__name__}' object is not callable")
+            result = await generate(state)
         except Exception as exc:
             state.status = Status.FAILED
             state.error_msg = f"{type(exc).__name__}: {exc}"

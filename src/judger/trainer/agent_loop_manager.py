@@ -57,7 +57,7 @@ class AgentLoopManagerConfig(BaseModel):
     def build(self, tokenizer: Any = None) -> AgentLoopManager:
         from judger.judgers.config import build_judger
 
-        models = {t.agent_loop_config.served_model() for t in self.tasks} - {None}
+        models = {m for t in self.tasks if (m := t.agent_loop_config.served_model()) is not None}
         if self.rollout_config.model is None and len(models) > 1:
             raise ValueError(
                 f"tasks name different models {sorted(models)} (hf_checkpoint / model) for one "

@@ -355,7 +355,7 @@ def process_validation_metrics(
                 collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
                 collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
                 collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1))
-                if preds is not None and voting.any():
+                if preds is not None and voting is not None and voting.any():
                     cols = layout.maj_cache.get((n, k))
                     if cols is None:
                         if pred_codes is None:

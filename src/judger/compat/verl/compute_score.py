@@ -28,7 +28,7 @@ _warned: dict[str, bool] = {"sandbox_fusion_url": False}
 _missing_labels = {"count": 0}
 
 
-class VerlScore(dict):  # type: ignore[type-arg]
+class VerlScore(dict):
     """A result dict that also answers ``[0]`` with its score and converts with ``float()``.
 
     verl's naive / DAPO / batch managers and its reward loop read the dict; verl's prime manager
@@ -81,7 +81,7 @@ def _score_on_pool(
         options = {**options, "extracted": True}
     try:
         pool = shared_pool()
-        return pool.run_sync(  # type: ignore[no-any-return]
+        return pool.run_sync(
             route.compute_score(), solution_str, ground_truth, extra_info, timeout=timeout, **options
         )
     except (TimeoutError, JudgerError) as exc:

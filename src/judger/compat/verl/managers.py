@@ -120,7 +120,7 @@ def _build_judger(option: Any) -> BaseJudger:
     if isinstance(obj, BaseJudger):
         return obj
     if hasattr(obj, "build") and not isinstance(obj, type):
-        return obj.build()  # type: ignore[no-any-return]
+        return obj.build()
     if callable(obj):
         return _build_judger(obj())
     raise TypeError(f"reward_kwargs.judger={option!r} is not a judger, a judger config or a factory of one")

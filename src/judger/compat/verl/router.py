@@ -51,7 +51,7 @@ class VerlRouterJudger(ComposedJudger):
             if isinstance(override, Judger):
                 judger = override
             else:
-                config = override if override is not None else route_config(name, self.compat)  # type: ignore[arg-type]
+                config = override if override is not None else route_config(name, self.compat)
                 judger = config.build()
             self.branches[name] = judger
         return judger

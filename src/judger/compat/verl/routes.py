@@ -52,7 +52,7 @@ class Route:
     """The scorer accepts ``extracted=True`` (only the boxed answer crosses to the worker)."""
 
     def compute_score(self) -> Callable[..., dict[str, Any]]:
-        return importlib.import_module(self.scorer).compute_score  # type: ignore[no-any-return]
+        return importlib.import_module(self.scorer).compute_score
 
     def compat(self, compat: Compat) -> Compat:
         return None if self.fixed_compat else compat

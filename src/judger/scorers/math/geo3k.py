@@ -69,7 +69,7 @@ def compute_score(
         from judger.scorers.math.reward import grade_answer
 
         pred = last_boxed(solution_str) if use_boxed else solution_str.strip()
-        acc = bool(pred) and grade_answer(pred, ground_truth)
+        acc = grade_answer(pred, ground_truth) if pred else False
     else:
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     score = (1.0 - format_score) * (1.0 if acc else 0.0) + format_score * fmt

@@ -33,7 +33,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import wire
+# typing is not imported at run time (this process starts per sample); mypy treats the name as True
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from judger.runtime.sandbox.inside import wire
+else:
+    import wire  # run as a script: the sibling file, found through sys.path above
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 _PR_SET_DUMPABLE = 4
@@ -141,7 +146,10 @@ class Zygote:
                 os.dup2(source, fd)
             for fd in (*self.files, null, *((self.req_r,) if stdin_mode else ())):
                 os.close(fd)
-            import worker
+            if TYPE_CHECKING:
+                from judger.runtime.sandbox.inside import worker
+            else:
+                import worker  # the sibling file, imported only in the forked child
 
             worker.run(self.job_r, self.resp_w, None if stdin_mode else self.req_r)
         finally:
@@ -174,7 +182,7 @@ class Supervisor:
 
     # --- processes --------------------------------------------------------------------------
 
-    def reap(self, proc: "subprocess.Popen[bytes]") -> int | None:
+    def reap(self, proc: "subprocess.Popen[bytes] | Forked") -> int | None:
         """Kill the worker and everything it started; return its exit status."""
         if self.isolated:
             # our own PID namespace: pid 1 is bubblewrap's init, everything else but us is the program's
@@ -325,6 +333,7 @@ class Supervisor:
         worker: Worker | None = None
         null = os.open(os.devnull, os.O_RDWR)
         try:
+            extra: dict | str  # a call's output fields, or why it could not be sent
             for index, test in self.job["tests"]:
                 status, detail, extra = "ok", "", {}
                 try:
@@ -399,7 +408,9 @@ def _error_text(exc: BaseException) -> str:
 class Worker:
     """One worker process and the pipes to it."""
 
-    def __init__(self, owner: Supervisor, proc: "subprocess.Popen[bytes]", resp_fd: int, req_fd: int) -> None:
+    def __init__(
+        self, owner: Supervisor, proc: "subprocess.Popen[bytes] | Forked", resp_fd: int, req_fd: int
+    ) -> None:
         self.owner = owner
         self.proc = proc
         self.resp_fd = resp_fd

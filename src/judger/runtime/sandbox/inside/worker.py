@@ -18,7 +18,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import wire
+# typing is not imported at run time (a worker starts per test); mypy treats the name as True
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from judger.runtime.sandbox.inside import wire
+else:
+    import wire  # run as a script: the sibling file, found through sys.path above
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _PATH_EVENTS = {
@@ -67,7 +74,7 @@ def _install_guard(scratch: str, allow_subprocess: bool, isolated: bool) -> None
         if isinstance(path, int):
             return True
         try:
-            resolved = realpath(fspath(path))  # type: ignore[arg-type]
+            resolved = realpath(fspath(path))  # type: ignore[call-overload]  # any object: TypeError below
         except (TypeError, ValueError):
             return False
         return resolved == scratch or resolved.startswith(prefix)
@@ -157,7 +164,7 @@ class _Wire:
             data = data[os.write(self.response_fd, data) :]
 
 
-def _resolve(namespace: dict, name: str) -> object:
+def _resolve(namespace: dict, name: str) -> "Callable[..., object]":
     fn = namespace.get(name)
     if fn is None and isinstance(namespace.get("Solution"), type):
         fn = getattr(namespace["Solution"](), name, None)
