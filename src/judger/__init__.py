@@ -24,6 +24,7 @@ from judger.core.judger import (
     JudgerPayload,
     JudgerPayloadBatch,
 )
+from judger.core.lazy import lazy_exports
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.composed import ComposedJudger, weighted_sum
 from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
@@ -68,17 +69,15 @@ _MOVED: dict[str, str] = {
 }
 
 
+_lazy = lazy_exports(__name__, _LAZY)
+
+
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = _MOVED.get(name)
     if module is None:
-        module = _MOVED.get(name)
-        if module is None:
-            raise AttributeError(f"module 'judger' has no attribute {name!r}")
-        warnings.warn(f"judger.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(module), name)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+        return _lazy(name)
+    warnings.warn(f"judger.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:

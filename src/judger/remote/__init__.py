@@ -5,7 +5,7 @@ Importing this package does not import Ray; each name loads its module on first 
 
 from __future__ import annotations
 
-import importlib
+from judger.core.lazy import lazy_exports
 
 _NAMES: dict[str, str] = {
     "RemoteJudger": "judger.remote.remote_judger",
@@ -21,11 +21,4 @@ _NAMES: dict[str, str] = {
 
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name: str) -> object:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'judger.remote' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NAMES)

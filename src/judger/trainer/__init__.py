@@ -3,7 +3,7 @@ task specs), train data, verl-compatible validation metrics, rollout files."""
 
 from __future__ import annotations
 
-import importlib
+from judger.core.lazy import lazy_exports
 
 _NAMES: dict[str, str] = {
     "prepare_train_data": "judger.trainer.training",
@@ -29,11 +29,4 @@ _NAMES: dict[str, str] = {
 
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name: str) -> object:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'judger.trainer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NAMES)

@@ -1,0 +1,25 @@
+"""Package attributes that import their module on first use, so importing a package stays cheap
+(and free of optional dependencies such as Ray) until one of its names is asked for."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` serving ``names`` (attribute -> module path) for ``package``.
+
+    Each value is cached in the package's namespace, so a name is imported and looked up once.
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    return __getattr__
