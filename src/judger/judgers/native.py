@@ -37,13 +37,29 @@ _CHUNK = 256
 class _Chunk:
     """A run of payloads one worker thread scores in order, reporting progress as it goes."""
 
-    __slots__ = ("cancelled", "current", "results", "start")
+    __slots__ = ("cancelled", "current", "results", "start", "started")
 
     def __init__(self, start: int, n: int) -> None:
         self.start = start
         self.results: list[Any] = [None] * n
-        self.current: tuple[int, float] = (0, time.monotonic())
+        # (index, started): None until a thread picks the chunk up -- time spent queued behind other
+        # work (or behind a hung call) never counts against a sample's deadline
+        self.current: tuple[int, float] | None = None
         self.cancelled = False
+        self.started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def mark_started(self) -> None:
+        """Called on the worker thread when it picks the chunk up: wakes the waiting driver."""
+        loop = self.started.get_loop()
+        try:
+            loop.call_soon_threadsafe(_set_once, self.started)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+
+def _set_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class NativeJudger(Judger):
@@ -166,6 +182,14 @@ class NativeJudger(Judger):
         return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        if self.handler.kind == "sync" and self.execution == "thread" and not self.handler.batched:
+            # the chunk path: the deadline starts when a thread picks the sample up, not while it
+            # queues behind other calls (or behind a hung one)
+            raw: list[Any] = [None]
+            await self._drive_chunk([payload], 0, 1, raw)
+            if isinstance(raw[0], BaseException):
+                raise raw[0]
+            return check_output(raw[0], self.judger_name)
         try:
             async with judge_deadline(self.judger_name, self.timeout):
                 output = await self._call_one(payload)
@@ -253,22 +277,28 @@ class NativeJudger(Judger):
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 
     async def _drive_chunk(self, payloads: Sequence[JudgerPayload], lo: int, hi: int, out: list[Any]) -> None:
-        loop = asyncio.get_running_loop()
         while lo < hi:
             chunk = _Chunk(lo, hi - lo)
-            future = loop.run_in_executor(self._executor_(), self._score_chunk, chunk, payloads)
+            future = asyncio.wrap_future(self._executor_().submit(self._score_chunk, chunk, payloads))
             stuck_at: int | None = None
             while not future.done():
-                index, started = chunk.current
+                current = chunk.current
+                if current is None:
+                    # queued: wait for a thread (a retired executor cancels what it still queues)
+                    await asyncio.wait((future, chunk.started), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                index, started = current
                 remaining = started + self.timeout - time.monotonic()
                 if remaining > 0:
                     await asyncio.wait((future,), timeout=remaining)
                     continue
-                if chunk.current == (index, started):
+                if chunk.current == current:
                     chunk.cancelled = True
                     stuck_at = index
                     self._retire_executor()
                     break
+            if stuck_at is None and future.cancelled():
+                continue  # never started: its executor was retired under it; resubmit the chunk
             done = stuck_at if stuck_at is not None else hi - lo
             out[lo : lo + done] = chunk.results[:done]
             if stuck_at is None:
@@ -280,6 +310,8 @@ class NativeJudger(Judger):
         handler = self.handler
         results = chunk.results
         base = chunk.start
+        chunk.current = (0, time.monotonic())
+        chunk.mark_started()
         for i in range(len(results)):
             if chunk.cancelled:
                 return
@@ -292,8 +324,10 @@ class NativeJudger(Judger):
     def _retire_executor(self) -> None:
         # The stuck thread keeps its worker slot until the call returns (if ever); later work gets a
         # fresh pool so abandoned calls can never starve it. wait=False: never block on them.
+        # Chunks still queued there are cancelled; their drivers resubmit them to the fresh pool
+        # instead of waiting behind the stuck call.
         if self._executor is not None:
-            self._executor.shutdown(wait=False)
+            self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 
     async def aclose(self) -> None:
