@@ -11,17 +11,13 @@ from typing import Any, Literal
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
-from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
-    Judger,
+    BatchJudger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
-    PayloadResult,
     gather_bounded,
 )
 from judger.core.outputs import check_output
@@ -62,7 +58,7 @@ def _set_once(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-class NativeJudger(Judger):
+class NativeJudger(BatchJudger):
     """Score each rollout with ``reward_handler(response, label, extra_info) -> dict``.
 
     The handler may be a sync function (run in worker threads, so the event loop is never blocked),
@@ -106,6 +102,8 @@ class NativeJudger(Judger):
                 f"reward_handler is {self.handler.kind}"
             )
         self.execution = execution
+        if execution == "process":
+            self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
         self._executor: ThreadPoolExecutor | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
@@ -125,11 +123,6 @@ class NativeJudger(Judger):
         if sample_info:
             payload["extra_info"] = sample_info
         return payload
-
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
-        return await self._call_one(payload)
 
     # --- execution -------------------------------------------------------------------------------
 
@@ -199,18 +192,15 @@ class NativeJudger(Judger):
             raise
         return check_output(output, self.judger_name)
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        if not payloads:
-            return []
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
         if self.handler.batched:
             return await self._run_batched(payloads)
         if self.execution == "process":
-            results = await self._run_in_processes(payloads)
-            return [self.capture_result(r, i) for i, r in enumerate(results)]
+            return await self._run_in_processes(payloads)
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
         return await gather_bounded(
-            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+            [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
         )
 
     async def _call_batch(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
@@ -234,17 +224,16 @@ class NativeJudger(Judger):
             )
         return list(outputs)
 
-    async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         try:
             async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
-                outputs = await self._call_batch(payloads)
+                return await self._call_batch(payloads)
         except Exception as exc:
             if self.on_error == "raise":
                 raise
-            return [JudgeFailure.from_exception(exc, self.judger_name)] * len(payloads)
-        return [self._check_captured(out, i) for i, out in enumerate(outputs)]
+            return [exc] * len(payloads)
 
-    async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Score sync handlers in chunks on worker threads, with a deadline per sample.
 
         The async side sleeps until the item a thread is on would overrun its deadline; if that
@@ -264,7 +253,7 @@ class NativeJudger(Judger):
                 await self._drive_chunk(payloads, lo, hi, results)
 
         await asyncio.gather(*(driver() for _ in range(min(self.num_threads, -(-n // size)))))
-        return [self.capture_result(r, i) for i, r in enumerate(results)]
+        return results
 
     async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Sync handler calls on the shared worker-process pool: a call that overruns the deadline

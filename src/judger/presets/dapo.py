@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -44,6 +44,8 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     on the process pool with a deadline per sample.
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "math_dapo"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     eos_token: str | None = Field(None, description="stripped once from the end of the response")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -22,6 +22,8 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
     and check the format in linear time (verl's regex backtracks on long responses).
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "hiyouga/geometry3k"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     format_score: float = Field(0.1, ge=0, le=1, description="weight of the format reward")

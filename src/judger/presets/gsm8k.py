@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -20,6 +20,8 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     0 if none was.
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "openai/gsm8k"
     method: Literal["strict", "flexible"] = "strict"
     format_score: float = Field(0.0, description="score of a well-formed but wrong answer")
