@@ -220,3 +220,38 @@ def test_weighted_sum_rejects_bad_weights_and_missing_scores() -> None:
         weighted_sum(s, {"a": {"score": 1.0}})
     with pytest.raises(KeyError, match="no 'score'"):
         weighted_sum(RolloutState(data_source={"a": 1}), {"a": {"acc": True}})
+
+
+async def test_batch_judge_hands_single_branch_groups_to_the_branch_fast_path() -> None:
+    # issue 12: a default-routing ComposedJudger (what `judger score` builds) took the generic
+    # per-payload path; each branch's group now goes through that branch's own batch_judge
+    from judger import GSM8KJudgerConfig, QAExactMatchJudgerConfig
+    from judger.trainer.io import example_data, read_rollouts
+
+    gsm, qa = GSM8KJudgerConfig(), QAExactMatchJudgerConfig()
+    judger = ComposedJudgerConfig(branches={"gsm8k": gsm, "qa": qa}).build()
+    calls: list[tuple[str, int]] = []
+    for name, branch in judger.branches.items():
+        own = branch.batch_judge
+
+        async def spy(states: list[RolloutState], own: Any = own, name: str = name) -> list[RolloutState]:
+            calls.append((name, len(states)))
+            return await own(states)
+
+        branch.batch_judge = spy  # type: ignore[method-assign]
+    rows = read_rollouts(example_data()).states[:30]
+    mixed = []
+    for i, row in enumerate(rows):
+        s = row.model_copy(deep=True)
+        s.data_source = ["gsm8k", "qa", None][i % 3]  # None: a routing error, reported per sample
+        mixed.append(s)
+    out = await judger.batch_judge(mixed)
+    assert sorted(calls) == [("gsm8k", 10), ("qa", 10)]
+    # the same rewards as each preset alone, and the routing errors as before
+    gsm_alone = await gsm.build().batch_judge([s.model_copy(deep=True) for s in mixed[0::3]])
+    qa_alone = await qa.build().batch_judge([s.model_copy(deep=True) for s in mixed[1::3]])
+    assert [s.reward for s in out[0::3]] == [s.reward for s in gsm_alone]
+    assert [s.reward for s in out[1::3]] == [s.reward for s in qa_alone]
+    assert all(s.status is Status.FAILED and "data_source" in (s.error_msg or "") for s in out[2::3])
+    singles = [await judger.judge(s.model_copy(deep=True)) for s in mixed[:2]]
+    assert [s.reward for s in singles] == [out[0].reward, out[1].reward]
