@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
@@ -23,7 +23,9 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.http import HttpClient
+
+if TYPE_CHECKING:
+    from judger.runtime.http import HttpClient
 
 # Items a worker thread takes at once in a batch: large enough that thread hand-off costs well under
 # a microsecond per sample, small enough that a hung item strands few others (they are resubmitted).
@@ -107,6 +109,10 @@ class NativeJudger(BatchJudger):
         self._executor: ThreadPoolExecutor | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
+            # here, not at module level: httpx (and the rich console it imports) costs ~65 ms of
+            # `import judger` that no function or import-string handler needs
+            from judger.runtime.http import HttpClient
+
             self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
 
     # --- payload contract ------------------------------------------------------------------------

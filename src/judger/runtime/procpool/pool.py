@@ -167,6 +167,7 @@ class _PoolCore:
         self.ids = itertools.count(1)
         self.counters = {"calls": 0, "timeouts": 0, "crashes": 0, "workers_started": 0}
         self.startup_seconds: list[float] = []
+        self.warm = False  # start() asked for the workers before any call
 
     # --- called from any thread ------------------------------------------------------------------
 
@@ -175,6 +176,17 @@ class _PoolCore:
             if self.closed:
                 raise PoolClosedError(f"process pool {self.name!r} is closed")
             self.queue.extend(tasks)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name=f"judger-{self.name}", daemon=True)
+                self.thread.start()
+        self._wake()
+
+    def start(self) -> None:
+        """Start the workers now instead of on the first call (e.g. while the caller reads its input)."""
+        with self.lock:
+            if self.closed:
+                raise PoolClosedError(f"process pool {self.name!r} is closed")
+            self.warm = True
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name=f"judger-{self.name}", daemon=True)
                 self.thread.start()
@@ -261,7 +273,7 @@ class _PoolCore:
 
     def _start_workers(self) -> None:
         # Start lazily, all at once: a batch keeps every worker busy anyway.
-        while len(self.workers) < self.size and (self.queue or self.workers) and not self.closed:
+        while len(self.workers) < self.size and (self.queue or self.workers or self.warm) and not self.closed:
             parent_conn, child_conn = self.ctx.Pipe(duplex=True)
             process = self.process_class(
                 target=worker_main,
@@ -602,6 +614,11 @@ class ProcessPool:
         except asyncio.CancelledError:
             batch.cancelled = True
             raise
+
+    def start(self) -> None:
+        """Start the worker processes now (they start on the first call otherwise): a caller that
+        has other work first, such as reading its input, overlaps the workers' start-up with it."""
+        self._core.start()
 
     def map_sync(
         self, fn: Callable[..., Any], calls: Sequence[Call], *, timeout: float | None = None
