@@ -5,6 +5,7 @@ import sys
 
 from judger.scorers.math.gsm8k import compute_score
 
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+with open(sys.argv[1]) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
 scores = [compute_score(r["response"], r["reward_model"]["ground_truth"])["score"] for r in rows]
 print(json.dumps({"n": len(scores), "mean": sum(scores) / len(scores)}))

@@ -5,7 +5,8 @@ import sys
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+with open(sys.argv[1]) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
 ok = 0
 for r in rows:
     gold = parse("\\boxed{" + r["reward_model"]["ground_truth"] + "}", [LatexExtractionConfig()])

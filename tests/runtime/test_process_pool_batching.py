@@ -38,3 +38,24 @@ async def test_concurrent_judge_calls_are_one_pool_map() -> None:
         pool.maps.clear()
         await asyncio.gather(*(strict.judge(s) for s in states[:3]))
         assert pool.maps == [1, 1, 1]
+
+
+def test_calls_travel_in_chunks_and_a_hang_inside_a_chunk_fails_alone() -> None:
+    import math
+
+    from judger.core.errors import JudgeTimeoutError
+
+    with ProcessPool(1, timeout=30) as pool:
+        pool.map_sync(math.factorial, [((1,), {})])  # started
+        before = pool.stats()["handoffs"]
+        out = pool.map_sync(math.factorial, [((i,), {}) for i in range(400)])
+        assert out == [math.factorial(i) for i in range(400)]
+        assert pool.stats()["handoffs"] - before <= 400 // 8  # was one message per call
+        # factorial(10**9) hangs in C in the middle of a chunk: it alone times out; the calls
+        # queued behind it in the same chunk run on the replacement worker
+        calls = [((i,), {}) for i in range(10)] + [((10**9,), {})] + [((i,), {}) for i in range(20, 30)]
+        results = pool.map_sync(math.factorial, calls, timeout=1.0)
+        assert isinstance(results[10], JudgeTimeoutError)
+        assert results[:10] == [math.factorial(i) for i in range(10)]
+        assert results[11:] == [math.factorial(i) for i in range(20, 30)]
+        assert pool.stats()["timeouts"] == 1

@@ -8,12 +8,13 @@ import itertools
 import multiprocessing as mp
 import os
 import pickle
+import selectors
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 from judger.core.errors import JudgeTimeoutError
@@ -24,6 +25,10 @@ from judger.runtime.procpool.worker import READY, worker_main
 STARTUP_TIMEOUT = 120.0
 """A worker that has not finished importing its preload modules by then is killed."""
 MAX_START_FAILURES = 3
+_CHUNK_MAX = 64
+"""Most calls handed to a worker in one message. Each call still has its own deadline, from the
+moment the worker's reply to the call before it arrives, and a call that overruns fails alone: the
+worker is killed and the calls queued behind it go back to the front of the queue."""
 """Workers dying this many times in a row before becoming ready fail the waiting calls."""
 
 
@@ -63,21 +68,22 @@ class _Task:
 
 
 class _Worker:
-    __slots__ = ("conn", "deadline", "done", "process", "ready", "started", "task")
+    __slots__ = ("conn", "deadline", "done", "process", "ready", "started", "tasks")
 
     def __init__(self, process: Any, conn: Connection, started: float) -> None:
         self.process = process
         self.conn = conn
-        self.task: _Task | None = None
+        # the chunk handed over and not yet answered, in order: the head is the call running now
+        self.tasks: deque[_Task] = deque()
         self.ready = False  # set by the worker's READY message, once its imports are done
         self.started = started
-        self.deadline = started + STARTUP_TIMEOUT
+        self.deadline = started + STARTUP_TIMEOUT  # of the start-up, then of the head call
         self.done = 0
 
     @property
     def watched(self) -> bool:
-        """Starting up or running a call: the dispatcher waits on it and enforces its deadline."""
-        return self.task is not None or not self.ready
+        """Starting up or running calls: the dispatcher enforces its deadline."""
+        return bool(self.tasks) or not self.ready
 
 
 class _PoolCore:
@@ -112,9 +118,14 @@ class _PoolCore:
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         self.ids = itertools.count(1)
-        self.counters = {"calls": 0, "timeouts": 0, "crashes": 0, "workers_started": 0}
+        self.counters = {"calls": 0, "timeouts": 0, "crashes": 0, "workers_started": 0, "handoffs": 0}
         self.startup_seconds: list[float] = []
         self.warm = False  # start() asked for the workers before any call
+        # one selector for the dispatcher's whole life: the wake pipe, and each worker's pipe and
+        # process sentinel from its start to its stop (rebuilding one per turn cost as much as
+        # the event loop on trivial answers)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.wake_r, selectors.EVENT_READ, None)
 
     # --- called from any thread ------------------------------------------------------------------
 
@@ -161,13 +172,14 @@ class _PoolCore:
             thread.join(timeout=10)
         error = PoolClosedError(f"process pool {self.name!r} was closed before the call finished")
         for worker in self.workers:
-            if worker.task is not None:
-                pending.append(worker.task)
-                worker.task = None
+            pending.extend(worker.tasks)
+            worker.tasks.clear()
             self._stop(worker)
         self.workers.clear()
         for task in pending:
             self._deliver(task, error)
+        with contextlib.suppress(OSError, ValueError):
+            self.selector.close()
         for fd in (self.wake_r, self.wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -183,27 +195,32 @@ class _PoolCore:
                 timeout = None
                 if busy:
                     timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-                waitables: list[Any] = [self.wake_r]
-                for w in busy:
-                    waitables += (w.conn, w.process.sentinel)
-                ready = set(wait(waitables, timeout))
-                if self.wake_r in ready:
-                    with contextlib.suppress(BlockingIOError, OSError):
-                        while os.read(self.wake_r, 4096):
-                            pass
+                events = self.selector.select(timeout)
+                ready: dict[_Worker, bool] = {}  # worker -> its process has exited
+                for key, _ in events:
+                    if key.data is None:
+                        with contextlib.suppress(BlockingIOError, OSError):
+                            while os.read(self.wake_r, 4096):
+                                pass
+                    else:
+                        worker, is_sentinel = key.data
+                        ready[worker] = ready.get(worker, False) or is_sentinel
                 if self.closed:
                     return
-                for w in busy:
-                    if w.conn in ready or w.process.sentinel in ready:
-                        if w.ready:
-                            self._collect(w)
-                        else:
-                            self._collect_ready(w)
+                for w, exited in ready.items():
+                    if w not in self.workers:
+                        continue
+                    if w.ready:
+                        self._collect(w, exited)
+                    else:
+                        self._collect_ready(w)
                 now = time.monotonic()
                 for w in busy:
-                    if w.task is not None and now >= w.deadline:
+                    if w not in self.workers:
+                        continue
+                    if w.tasks and now >= w.deadline:
                         self._time_out(w)
-                    elif not w.ready and w in self.workers and now >= w.deadline:
+                    elif not w.ready and now >= w.deadline:
                         self._start_failed(w, f"not ready after {STARTUP_TIMEOUT:g} s")
         except BaseException as exc:  # a bug here must not leave callers waiting forever
             with self.lock:
@@ -212,9 +229,8 @@ class _PoolCore:
                 self.queue.clear()
             error = RuntimeError(f"process pool {self.name!r} dispatcher failed: {exc!r}")
             for w in self.workers:
-                if w.task is not None:
-                    pending.append(w.task)
-                    w.task = None
+                pending.extend(w.tasks)
+                w.tasks.clear()
             for task in pending:
                 self._deliver(task, error)
 
@@ -230,7 +246,10 @@ class _PoolCore:
             )
             process.start()
             child_conn.close()
-            self.workers.append(_Worker(process, parent_conn, time.monotonic()))
+            worker = _Worker(process, parent_conn, time.monotonic())
+            self.selector.register(parent_conn, selectors.EVENT_READ, (worker, False))
+            self.selector.register(process.sentinel, selectors.EVENT_READ, (worker, True))
+            self.workers.append(worker)
             self.counters["workers_started"] += 1
 
     def _collect_ready(self, worker: _Worker) -> None:
@@ -263,40 +282,81 @@ class _PoolCore:
         for task in pending:
             self._deliver(task, error)
 
-    def _next_task(self) -> _Task | None:
+    def _next_chunk(self, limit: int) -> list[_Task]:
+        chunk: list[_Task] = []
         with self.lock:
-            while self.queue:
-                task = self.queue.popleft()
+            queue = self.queue
+            # guided: about half of a fair share of what waits, so that workers finish together
+            want = max(1, min(limit, _CHUNK_MAX, len(queue) // (2 * max(1, len(self.workers)))))
+            while queue and len(chunk) < want:
+                task = queue.popleft()
                 if not task.cancelled:
-                    return task
-        return None
+                    chunk.append(task)
+        return chunk
+
+    def _requeue(self, tasks: Iterable[_Task]) -> None:
+        """Calls handed to a worker that never started them go back to the front, in order."""
+        with self.lock:
+            self.queue.extendleft(reversed(list(tasks)))
 
     def _dispatch(self) -> None:
         for worker in list(self.workers):
-            if worker.task is not None or not worker.ready:
+            if worker.tasks or not worker.ready:
                 continue
-            task = self._next_task()
-            if task is None:
+            limit = _CHUNK_MAX
+            if self.max_tasks_per_worker:
+                limit = max(1, self.max_tasks_per_worker - worker.done)
+            chunk = self._next_chunk(limit)
+            if not chunk:
                 return
+            # one message for the whole chunk: frames of (8-byte id, 8-byte length, payload)
+            message = b"".join(
+                task.id.to_bytes(8, "little") + len(task.payload).to_bytes(8, "little") + task.payload
+                for task in chunk
+            )
             try:
-                worker.conn.send_bytes(task.id.to_bytes(8, "little") + task.payload)
+                worker.conn.send_bytes(message)
             except OSError:
-                # died while idle (OOM killer, someone's kill): the call never started, so retry it
-                with self.lock:
-                    self.queue.appendleft(task)
+                # died while idle (OOM killer, someone's kill): the calls never started, so retry them
+                self._requeue(chunk)
                 self._replace(worker)
                 continue
-            worker.task = task
-            worker.deadline = time.monotonic() + task.timeout
+            worker.tasks.extend(chunk)
+            self.counters["handoffs"] += 1
+            worker.deadline = time.monotonic() + chunk[0].timeout
 
-    def _collect(self, worker: _Worker) -> None:
-        task = worker.task
-        assert task is not None
-        try:
-            data = worker.conn.recv_bytes() if worker.conn.poll() else None
-        except (EOFError, OSError):
-            data = None
-        if data is None:
+    def _collect(self, worker: _Worker, exited: bool) -> None:
+        """Take every reply the worker has sent; a worker that died fails the call it was running."""
+        conn = worker.conn
+        while True:
+            try:
+                if not conn.poll():
+                    break
+                data = conn.recv_bytes()
+            except (EOFError, OSError):
+                exited = True
+                break
+            if not worker.tasks:
+                continue  # nothing was asked of it: a stray message
+            task = worker.tasks.popleft()
+            try:
+                _, ok, value = pickle.loads(data)
+            except Exception as exc:
+                ok, value = False, RemoteError(f"cannot unpickle the worker's reply: {exc!r}")
+            worker.done += 1
+            self.counters["calls"] += 1
+            self._deliver(task, value if ok or isinstance(value, BaseException) else RemoteError(repr(value)))
+            if worker.tasks:
+                # the next call started when this reply was sent: never earlier than now
+                worker.deadline = time.monotonic() + worker.tasks[0].timeout
+        if exited:
+            self._lost(worker)
+        elif not worker.tasks and self.max_tasks_per_worker and worker.done >= self.max_tasks_per_worker:
+            self._replace(worker)
+
+    def _lost(self, worker: _Worker) -> None:
+        if worker.tasks:
+            task = worker.tasks.popleft()
             worker.process.join(timeout=1)
             self.counters["crashes"] += 1
             code = worker.process.exitcode
@@ -307,25 +367,15 @@ class _PoolCore:
                     f"while running {task.fn_name}"
                 ),
             )
-            worker.task = None
-            self._replace(worker)
-            return
-        try:
-            _, ok, value = pickle.loads(data)
-        except Exception as exc:
-            ok, value = False, RemoteError(f"cannot unpickle the worker's reply: {exc!r}")
-        worker.task = None
-        worker.done += 1
-        self.counters["calls"] += 1
-        self._deliver(task, value if ok or isinstance(value, BaseException) else RemoteError(repr(value)))
-        if self.max_tasks_per_worker and worker.done >= self.max_tasks_per_worker:
-            self._replace(worker)
+            self._requeue(worker.tasks)
+            worker.tasks.clear()
+        self._replace(worker)
 
     def _time_out(self, worker: _Worker) -> None:
-        task = worker.task
-        assert task is not None
+        task = worker.tasks.popleft()
         pid = worker.process.pid
-        worker.task = None
+        self._requeue(worker.tasks)
+        worker.tasks.clear()
         self._replace(worker)
         self.counters["timeouts"] += 1
         self._deliver(
@@ -341,9 +391,11 @@ class _PoolCore:
             self.workers.remove(worker)
         # _start_workers (next loop turn) brings the pool back to size
 
-    @staticmethod
-    def _stop(worker: _Worker) -> None:
+    def _stop(self, worker: _Worker) -> None:
         process = worker.process
+        for fileobj in (worker.conn, process.sentinel):
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.selector.unregister(fileobj)
         with contextlib.suppress(OSError, ValueError, AttributeError):
             if process.is_alive():
                 process.kill()
