@@ -215,7 +215,10 @@ class Judger(BaseJudger):
         """
         if not payloads:
             return []
-        unique, slots = dedup(payloads, self._dedup_key)
+        if type(self)._dedup_key is Judger._dedup_key:  # no key: nothing to merge
+            unique, slots = list(payloads), None
+        else:
+            unique, slots = dedup(payloads, self._dedup_key)
         raw = await self._judge_batch(unique)
         if len(raw) != len(unique):
             raise ValueError(f"judger {self.judger_name!r}: {len(raw)} results for {len(unique)} payloads")
