@@ -280,8 +280,9 @@ class Judger(BaseJudger):
             payload = self.preprocess(rollout_state)
         except Exception as exc:
             return self.capture(rollout_state, exc)
-        if self._single_batcher() is not None:
-            return await self.finish(rollout_state, await self._run_one_captured(payload))
+        batcher = self._single_batcher()
+        if batcher is not None:
+            return await self.finish(rollout_state, await batcher.submit(payload))
         try:
             output = await self.run_payload(payload)
         except Exception as exc:
@@ -309,7 +310,8 @@ class Judger(BaseJudger):
                 raise result.to_exception()
             return mark_failed(state, result)
         try:
-            return await maybe_await(self.postprocess(state, result))
+            written = self.postprocess(state, result)
+            return await written if inspect.isawaitable(written) else written
         except Exception as exc:
             return self.capture(state, exc)
 
