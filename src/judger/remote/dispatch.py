@@ -26,6 +26,7 @@ from typing import Any
 from judger.core.errors import JudgerError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import JudgerOutput, JudgerPayload, PayloadResult, gather_bounded
+from judger.core.loops import LoopLocal
 from judger.remote.cluster import kill_actor
 
 # A Ray call costs about 3 ms here whatever it carries: chunks are large (a batch of 64 on 2 replicas
@@ -132,21 +133,16 @@ class Dispatcher:
         self.chunk_size = chunk_size
         self.max_in_flight = max_in_flight
         self.max_retries = max_retries
-        self._cond: asyncio.Condition | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # asyncio primitives bind to one loop; sync callers may drive the judger from several
+        # asyncio.run() loops in turn, so the condition follows the running loop
+        self._conds: LoopLocal[asyncio.Condition] = LoopLocal(asyncio.Condition)
         self._turn = 0
         self._isolated_waiting = 0
 
     # --- capacity --------------------------------------------------------------------------------
 
     def _condition(self) -> asyncio.Condition:
-        # asyncio primitives bind to one loop; sync callers may drive the judger from several
-        # asyncio.run() loops in turn, so the condition follows the running loop
-        loop = asyncio.get_running_loop()
-        if self._cond is None or self._loop is not loop:
-            self._cond = asyncio.Condition()
-            self._loop = loop
-        return self._cond
+        return self._conds.get()
 
     def _candidates(self, avoid: Replica | None) -> list[Replica]:
         if all(r.closed for r in self.replicas):
@@ -205,9 +201,10 @@ class Dispatcher:
                     replica.probe.cancel()
                 except RuntimeError:  # its event loop is already closed
                     pass
-        if self._cond is not None and self._loop is asyncio.get_running_loop():
-            async with self._cond:
-                self._cond.notify_all()
+        cond = self._conds.current()
+        if cond is not None:
+            async with cond:
+                cond.notify_all()
 
     # --- losing and regaining actors -------------------------------------------------------------
 
