@@ -59,3 +59,17 @@ def test_calls_travel_in_chunks_and_a_hang_inside_a_chunk_fails_alone() -> None:
         assert results[:10] == [math.factorial(i) for i in range(10)]
         assert results[11:] == [math.factorial(i) for i in range(20, 30)]
         assert pool.stats()["timeouts"] == 1
+
+
+def test_start_brings_the_workers_up_before_any_call() -> None:
+    # `judger score` starts the pool, then reads its file: the workers' start-up overlaps the read
+    import time
+
+    with ProcessPool(2, timeout=30) as pool:
+        assert pool.worker_pids() == []
+        pool.start()
+        deadline = time.monotonic() + 60
+        while len(pool.worker_pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pool.worker_pids()) == 2
+        assert pool.stats()["calls"] == 0
