@@ -309,3 +309,42 @@ async def test_nested_list_form_merges_inside_a_list_form_batch() -> None:
         pytest.approx(0.5 * 2.0 + 2.0 * 1.0),
         pytest.approx(1.0 * 1.0 + 1.0 * 1.0),
     ]
+
+
+async def test_batch_judge_hands_single_branch_groups_to_the_branch_fast_path() -> None:
+    # issue 12: a default-routing ComposedJudger (what `judger score` builds) took the generic
+    # per-payload path; each branch's group now goes through that branch's own batch_judge
+    from judger import GSM8KJudgerConfig, QAExactMatchJudgerConfig
+    from judger.trainer.io import example_data, read_rollouts
+
+    gsm, qa = GSM8KJudgerConfig(), QAExactMatchJudgerConfig()
+    judger = ComposedJudgerConfig(branches={"gsm8k": gsm, "qa": qa}).build()
+    calls: list[tuple[str, int]] = []
+    for name, branch in judger.branches.items():
+        own = branch.batch_judge
+
+        async def spy(states: list[RolloutState], own: Any = own, name: str = name) -> list[RolloutState]:
+            calls.append((name, len(states)))
+            return await own(states)
+
+        branch.batch_judge = spy  # type: ignore[method-assign]
+    rows = read_rollouts(example_data()).states[:30]
+    mixed = []
+    for i, row in enumerate(rows):
+        s = row.model_copy(deep=True)
+        s.data_source = ["gsm8k", "qa", "qa"][i % 3]
+        mixed.append(s)
+    unroutable = [*mixed[:5], mixed[5].model_copy(update={"data_source": None})]
+    with pytest.raises(RoutingError, match="data_source"):  # raised before any branch is called
+        await judger.batch_judge(unroutable)
+    assert calls == []
+    out = await judger.batch_judge(mixed)
+    assert sorted(calls) == [("gsm8k", 10), ("qa", 20)]
+    # the same rewards as each preset alone, and the routing errors as before
+    gsm_alone = await gsm.build().batch_judge([s.model_copy(deep=True) for s in mixed[0::3]])
+    qa_states = [s for s in mixed if s.data_source == "qa"]
+    qa_alone = await qa.build().batch_judge([s.model_copy(deep=True) for s in qa_states])
+    assert [s.reward for s in out[0::3]] == [s.reward for s in gsm_alone]
+    assert [s.reward for s in out if s.data_source == "qa"] == [s.reward for s in qa_alone]
+    singles = [await judger.judge(s.model_copy(deep=True)) for s in mixed[:2]]
+    assert [s.reward for s in singles] == [out[0].reward, out[1].reward]

@@ -264,3 +264,31 @@ def test_usable_from_plain_sync_code_across_event_loops() -> None:
     for _ in range(2):
         assert asyncio.run(judger.judge(state("1"))).reward["score"] == 1.0
     judger.close()
+
+
+async def test_a_hung_sample_fails_only_itself_when_calls_share_one_thread() -> None:
+    # issue 12: a Ray actor with half a CPU has one thread and runs several chunks at once. The
+    # chunk queued behind the hung call used to start its deadline while queued and failed its
+    # first (innocent) sample; the deadline now starts when a thread picks the sample up.
+    release = threading.Event()
+
+    def reward(response: str, label: Any, extra_info: dict) -> dict:
+        if response == "hang":
+            release.wait(10)
+        return {"score": 1.0}
+
+    judger = NativeJudger(reward_handler=reward, timeout=0.5, num_threads=1)
+    try:
+        first = [state("hang"), state("1"), state("1")]
+        second = [state("1") for _ in range(5)]
+        singles = [state("1") for _ in range(3)]
+        await asyncio.gather(
+            judger.batch_judge(first), judger.batch_judge(second), *(judger.judge(s) for s in singles)
+        )
+        assert first[0].status is Status.FAILED and "within 0.5 s" in first[0].error_msg
+        others = first[1:] + second + singles
+        assert [s.status for s in others].count(Status.FAILED) == 0
+        assert [s.reward["score"] for s in others] == [1.0] * len(others)
+    finally:
+        release.set()
+        await judger.aclose()

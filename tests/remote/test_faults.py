@@ -15,7 +15,11 @@ pytestmark = pytest.mark.ray
 
 
 def faulty_pool(tmp_path: Path, n_workers: int, **fields: Any) -> tuple[JudgerPool, FaultyJudgerConfig]:
-    options = {k: fields.pop(k) for k in ("max_retries", "call_timeout", "max_in_flight") if k in fields}
+    options = {
+        k: fields.pop(k)
+        for k in ("max_retries", "call_timeout", "max_in_flight", "chunk_size")
+        if k in fields
+    }
     cfg = FaultyJudgerConfig(flag_dir=str(tmp_path), **fields)
     replicas = [
         RemoteJudger(cfg, num_cpus=0.1, memory=64 * 1024**2, replica_name=f"faulty[{i}]")
@@ -25,7 +29,11 @@ def faulty_pool(tmp_path: Path, n_workers: int, **fields: Any) -> tuple[JudgerPo
 
 
 async def test_actor_killed_mid_batch_every_sample_scored_once(tmp_path: Path, ray_cluster: Any) -> None:
-    pool, _ = faulty_pool(tmp_path, 2, fault="kill", fault_ids=[613], once=True, delay=0.001)
+    # small chunks (the dispatcher's defaults before issue 12), so that the batch outlasts the
+    # killed actor's restart and the restarted actor takes part of it
+    pool, _ = faulty_pool(
+        tmp_path, 2, fault="kill", fault_ids=[613], once=True, delay=0.001, chunk_size=64, max_in_flight=128
+    )
     try:
         states = id_states(1000)
         out = await pool.batch_judge(states)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -46,5 +47,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(_module(args._module).run(args) or 0)
 
 
+def entry() -> None:
+    """The console script: :func:`main`, then a fast exit.
+
+    A command that scored 100k rows holds millions of objects it is about to drop; tearing them
+    down one by one (and the interpreter's final garbage collection) took 0.4-0.8 s after the last
+    output. Output is flushed, the worker processes are already closed, so the process ends at
+    once. Only here, in the command's own process: :func:`main` stays a plain call for tests.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        pass
+    if "ray" in sys.modules:
+        sys.exit(code)  # Ray's exit hooks disconnect the driver from its cluster cleanly
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -133,6 +133,27 @@ def _size_process_pool(workers: int) -> None:
     configure_shared_pool(**{**shared_pool_options(), "workers": workers})
 
 
+def _unusable(judger: Any) -> int:
+    """Release a judger built before the input turned out unusable; the command then exits."""
+    if judger is not None:
+        judger.close()
+        _close_shared_pool()
+    return EXIT_UNUSABLE
+
+
+def _start_pools(judger: Any) -> None:
+    """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
+    stack, uses_pool = [judger], False
+    while stack and not uses_pool:
+        current = stack.pop()
+        stack.extend(getattr(current, "branches", {}).values())
+        uses_pool = getattr(current, "execution", None) == "process"
+    if uses_pool:
+        from judger.runtime.procpool.pool import shared_pool
+
+        shared_pool().start()
+
+
 def _close_shared_pool() -> None:
     """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
     from judger.runtime.procpool.pool import close_shared_pool
@@ -211,24 +232,30 @@ def run(args: argparse.Namespace) -> int:
         # rows that cannot be read are not written back: scoring in place would lose them
         _say(f"judger score: -o {args.output} is the input file; write the scored rows to another path")
         return EXIT_UNUSABLE
+    from judger.cli.loading import ConfigError
+
+    # the judger first, so that its worker processes start while the file is read
+    config_error: ConfigError | None = None
+    try:
+        judger = build(args)
+    except ConfigError as exc:
+        config_error = exc
+    else:
+        _start_pools(judger)
     try:
         rollouts = read_rollouts(args.input)
     except InputError as exc:
         _say(f"judger score: {exc}")
-        return EXIT_UNUSABLE
+        return _unusable(None if config_error else judger)
     for error in rollouts.errors[:20]:
         _say(f"{args.input}: {error}")
     if len(rollouts.errors) > 20:
         _say(f"... and {len(rollouts.errors) - 20} more bad rows")
     if not rollouts.states:
         _say(f"judger score: {args.input}: no rows to score")
-        return EXIT_UNUSABLE
-    from judger.cli.loading import ConfigError
-
-    try:
-        judger = build(args)
-    except ConfigError as exc:
-        _say(f"judger score: {exc}")
+        return _unusable(None if config_error else judger)
+    if config_error is not None:
+        _say(f"judger score: {config_error}")
         return EXIT_UNUSABLE
 
     states = rollouts.states

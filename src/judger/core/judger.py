@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Literal, TypeVar
 
+from judger.core.batching import MicroBatcher, dedup
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure, mark_failed
@@ -146,43 +147,44 @@ class Judger(BaseJudger):
         rollout_state.reward = output
         return rollout_state
 
-    # --- running payloads: deadlines, validation, isolation -------------------------------------
+    # --- running payloads: deadlines, validation, dedup, isolation --------------------------------
+    #
+    # One direction only: the public runners (``run_payload``, ``run_payloads``, ``judge``,
+    # ``batch_judge``) call the one protected batch method ``_judge_batch``; for a user subclass its
+    # default calls the user's ``judge_payload``. Built-ins (:class:`BatchJudger`) implement
+    # ``_judge_batch`` instead and derive ``judge_payload`` from the runners.
 
-    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        """``judge_payload`` on one payload under the deadline, with its output validated."""
-        async with judge_deadline(self.judger_name, self.timeout):
-            output = await self.judge_payload(payload)
-        if isinstance(output, list):
-            raise TypeError(
-                f"judger {self.judger_name!r}: judge_payload returned a list for a single payload; "
-                "return one output dict"
-            )
-        return check_output(output, self.judger_name)
+    micro_batch_window_s: float | None = None
+    """Single ``judge()`` calls that arrive together (same event-loop turn, or within this many
+    seconds) run as one ``run_payloads`` call; None: each runs alone. Set by judgers whose per-call
+    cost is high (Ray actors, worker processes); used only with ``on_error="fail"``."""
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        """Run a batch; each entry is that payload's output or its failure.
+    def _dedup_key(self, payload: JudgerPayload) -> Hashable | None:
+        """Payloads of one batch with equal keys are judged once; None (the default): never merged."""
+        return None
 
-        One ``judge_payload`` call with the whole list comes first. If it raises (and ``on_error``
-        is "fail"), each payload is retried on its own so that one bad sample cannot fail the rest;
-        subclasses that cannot take lists are served by the same path. A batch call that overruns
-        the deadline fails every sample in it with a timeout.
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        """The batch method: one output (or the exception or JudgeFailure in its place) per payload.
+
+        The default serves a user subclass: one ``judge_payload`` call with the whole list under the
+        deadline; if it raises (and ``on_error`` is "fail"), each payload is retried on its own so
+        that one bad sample cannot fail the rest; subclasses that cannot take lists are served by the
+        same path. A batch call that overruns the deadline fails every sample in it with a timeout.
         """
-        if not payloads:
-            return []
         if len(payloads) == 1:
-            return [await self._run_one_captured(payloads[0])]
+            return [await self._run_one_raw(payloads[0])]
         try:
             async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
                 outputs = await self.judge_payload(list(payloads))
         except JudgeTimeoutError as err:
             if self.on_error == "raise":
                 raise
-            return [JudgeFailure.from_exception(err, self.judger_name)] * len(payloads)
+            return [err] * len(payloads)
         except Exception:
             if self.on_error == "raise":
                 raise
             return await gather_bounded(
-                [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+                [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
             )
         if not isinstance(outputs, list):
             raise TypeError(
@@ -194,28 +196,71 @@ class Judger(BaseJudger):
                 f"judger {self.judger_name!r}: judge_payload returned {len(outputs)} outputs for "
                 f"{len(payloads)} payloads"
             )
-        return [self._check_captured(out, i) for i, out in enumerate(outputs)]
+        return outputs
 
-    async def run_payloads_or_raise(self, payloads: Sequence[JudgerPayload]) -> list[JudgerOutput]:
-        """:meth:`run_payloads`, raising the first failure: ``judge_payload``'s contract for a list,
-        for judgers whose real work lives in ``run_payloads``."""
-        results = await self.run_payloads(payloads)
-        for result in results:
-            if isinstance(result, JudgeFailure):
-                raise result.to_exception()
-        return results  # type: ignore[return-value]
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        """One payload's validated output; its failure raises."""
+        async with judge_deadline(self.judger_name, self.timeout):
+            output = await self.judge_payload(payload)
+        if isinstance(output, list):
+            raise TypeError(
+                f"judger {self.judger_name!r}: judge_payload returned a list for a single payload; "
+                "return one output dict"
+            )
+        return check_output(output, self.judger_name)
 
-    async def _run_one_captured(self, payload: JudgerPayload) -> PayloadResult:
+    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+        """Run a batch; each entry is that payload's validated output or its failure.
+
+        Payloads with equal :meth:`_dedup_key` are judged once (each sample still gets its own
+        output dict); ``on_error="raise"`` raises the first failure instead.
+        """
+        if not payloads:
+            return []
+        if type(self)._dedup_key is Judger._dedup_key:  # no key: nothing to merge
+            unique, slots = list(payloads), None
+        else:
+            unique, slots = dedup(payloads, self._dedup_key)
+        raw = await self._judge_batch(unique)
+        if len(raw) != len(unique):
+            raise ValueError(f"judger {self.judger_name!r}: {len(raw)} results for {len(unique)} payloads")
+        if slots is None:
+            return [self.capture_result(r, i) for i, r in enumerate(raw)]
+        results = [self.capture_result(raw[slot], i) for i, slot in enumerate(slots)]
+        # each sample gets its own dict: postprocess may write into it
+        return [r if isinstance(r, JudgeFailure) else dict(r) for r in results]
+
+    async def _run_one_raw(self, payload: JudgerPayload) -> Any:
         try:
             return await self.run_payload(payload)
         except Exception as exc:
             if self.on_error == "raise":
                 raise
-            return JudgeFailure.from_exception(exc, self.judger_name)
+            return exc
+
+    async def _run_one_captured(self, payload: JudgerPayload) -> PayloadResult:
+        batcher = self._single_batcher()
+        if batcher is not None:
+            return await batcher.submit(payload)
+        return self.capture_result(await self._run_one_raw(payload), 0)
+
+    def _single_batcher(self) -> MicroBatcher[JudgerPayload, PayloadResult] | None:
+        window = self.micro_batch_window_s
+        if window is None or self.on_error != "fail":
+            return None
+        batcher: MicroBatcher[JudgerPayload, PayloadResult] | None = self.__dict__.get("_micro_batcher")
+        if batcher is None or batcher.window_s != window:
+            batcher = MicroBatcher(self.run_payloads, window_s=window)
+            self.__dict__["_micro_batcher"] = batcher
+        return batcher
 
     def capture_result(self, result: Any, index: int) -> PayloadResult:
-        """A raw result of payload ``index`` -- an output, or the exception raised in its place --
-        as a validated output or a JudgeFailure (or raised, with ``on_error="raise"``)."""
+        """A raw result of payload ``index`` -- an output, or the exception (or JudgeFailure) in its
+        place -- as a validated output or a JudgeFailure (or raised, with ``on_error="raise"``)."""
+        if isinstance(result, JudgeFailure):
+            if self.on_error == "raise":
+                raise result.to_exception()
+            return result
         if isinstance(result, BaseException):
             if self.on_error == "raise":
                 raise result
@@ -235,10 +280,16 @@ class Judger(BaseJudger):
     async def judge(self, rollout_state: RolloutState) -> RolloutState:
         try:
             payload = self.preprocess(rollout_state)
-            output = await self.run_payload(payload)
-            return await maybe_await(self.postprocess(rollout_state, output))
         except Exception as exc:
             return self.capture(rollout_state, exc)
+        batcher = self._single_batcher()
+        if batcher is not None:
+            return await self.finish(rollout_state, await batcher.submit(payload))
+        try:
+            output = await self.run_payload(payload)
+        except Exception as exc:
+            return self.capture(rollout_state, exc)
+        return await self.finish(rollout_state, output)
 
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
         payloads: list[JudgerPayload] = []
@@ -261,9 +312,36 @@ class Judger(BaseJudger):
                 raise result.to_exception()
             return mark_failed(state, result)
         try:
-            return await maybe_await(self.postprocess(state, result))
+            written = self.postprocess(state, result)
+            return await written if inspect.isawaitable(written) else written
         except Exception as exc:
             return self.capture(state, exc)
+
+
+class BatchJudger(Judger):
+    """Base of the built-in judgers: they implement :meth:`_judge_batch` (and may override
+    ``run_payload`` with a cheaper single path); ``judge_payload`` -- the user-facing contract that
+    XTuner's actors call -- is derived from those, so calls only ever go one way."""
+
+    @abstractmethod
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]: ...
+
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        (result,) = await self._judge_batch([payload])
+        if isinstance(result, JudgeFailure):
+            raise result.to_exception()
+        if isinstance(result, BaseException):
+            raise result
+        return check_output(result, self.judger_name)
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
+        if not isinstance(payload, list):
+            return await self.run_payload(payload)
+        results = await self.run_payloads(payload)
+        for result in results:
+            if isinstance(result, JudgeFailure):
+                raise result.to_exception()
+        return results  # type: ignore[return-value]
 
 
 async def gather_bounded(factories: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from judger.core.deadlines import judge_deadline
@@ -15,13 +15,11 @@ from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
     BaseJudger,
+    BatchJudger,
     Judger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
-    PayloadResult,
     maybe_await,
 )
 from judger.core.outputs import check_output
@@ -90,7 +88,7 @@ def check_branches(branches: dict[Any, Any]) -> None:
         )
 
 
-class ComposedJudger(Judger):
+class ComposedJudger(BatchJudger):
     """Several judgers behind one, chosen per rollout by ``RolloutState.data_source``.
 
     - ``data_source`` a str: that one branch judges; its reward is the reward.
@@ -209,18 +207,13 @@ class ComposedJudger(Judger):
 
     # --- judging ---------------------------------------------------------------------------------
 
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        # each branch keeps its own deadline; the composition adds none of its own
         routes: dict[str, JudgerPayload] = payload[_BRANCHES]
         outputs = await asyncio.gather(*(self.branch(n).run_payload(p) for n, p in routes.items()))
         return {_BRANCHES: dict(zip(routes, outputs))}
 
-    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        # each branch keeps its own deadline; the composition adds none of its own
-        return await self.judge_payload(payload)  # type: ignore[return-value]
-
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
         """One batched call per branch over the samples routed to it; reassembled in input order."""
         per_branch: dict[str, tuple[list[int], list[JudgerPayload]]] = {}
         for i, payload in enumerate(payloads):
@@ -239,6 +232,43 @@ class ComposedJudger(Judger):
                 else:
                     assembled[i][name] = result
         return [failures.get(i) or {_BRANCHES: outs} for i, outs in enumerate(assembled)]
+
+    async def _batch_judge_routed(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        """Samples routed to one branch that has a batch path of its own (a preset's single pass
+        over the states) go to that branch's ``batch_judge`` whole; the rest take the payload path.
+        Both write the same rewards: routing to one branch runs that branch's pre/postprocess."""
+        if type(self).preprocess is not ComposedJudger.preprocess or (
+            type(self).postprocess is not ComposedJudger.postprocess
+        ):
+            return await super().batch_judge(rollout_states)
+        direct: dict[str, list[RolloutState]] = {}
+        rest: list[RolloutState] = []
+        for state in rollout_states:
+            try:
+                names = self.route(state.data_source)
+            except RoutingError:
+                raise  # the configuration's error, not a sample's: raised before any work starts
+            except Exception:
+                rest.append(state)  # a subclass's per-sample refusal: the payload path reports it
+                continue
+            if len(names) == 1 and self._has_own_batch_path(self.branch(names[0])):
+                direct.setdefault(names[0], []).append(state)
+            else:
+                rest.append(state)
+        if not direct:
+            return await super().batch_judge(rollout_states)
+        jobs = [self.branch(name).batch_judge(group) for name, group in direct.items()]
+        if rest:
+            jobs.append(super().batch_judge(rest))
+        await asyncio.gather(*jobs)
+        return rollout_states
+
+    def _has_own_batch_path(self, branch: Judger) -> bool:
+        return (
+            not isinstance(branch, ComposedJudger)
+            and type(branch).batch_judge is not Judger.batch_judge
+            and branch.on_error == self.on_error
+        )
 
     async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:  # type: ignore[override]
         outputs: dict[str, JudgerOutput] = output[_BRANCHES]
@@ -302,11 +332,12 @@ class ComposedJudger(Judger):
 
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
         if not self.merge_batch:
-            return await super().batch_judge(rollout_states)
+            return await self._batch_judge_routed(rollout_states)
+        # single-branch samples never reach merge_fn, so the branches' own batch paths still serve
         deferred: list[tuple[RolloutState, dict[str, JudgerOutput]]] = []
         token = _DEFERRED.set(deferred)
         try:
-            await super().batch_judge(rollout_states)
+            await self._batch_judge_routed(rollout_states)
         finally:
             _DEFERRED.reset(token)
         # the seed's list form: one merge_fn call per set of selected branches

@@ -7,27 +7,25 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
-from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
-    Judger,
+    BatchJudger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
-    PayloadResult,
     gather_bounded,
 )
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.http import HttpClient
+
+if TYPE_CHECKING:
+    from judger.runtime.http import HttpClient
 
 # Items a worker thread takes at once in a batch: large enough that thread hand-off costs well under
 # a microsecond per sample, small enough that a hung item strands few others (they are resubmitted).
@@ -37,16 +35,32 @@ _CHUNK = 256
 class _Chunk:
     """A run of payloads one worker thread scores in order, reporting progress as it goes."""
 
-    __slots__ = ("cancelled", "current", "results", "start")
+    __slots__ = ("cancelled", "current", "results", "start", "started")
 
     def __init__(self, start: int, n: int) -> None:
         self.start = start
         self.results: list[Any] = [None] * n
-        self.current: tuple[int, float] = (0, time.monotonic())
+        # (index, started): None until a thread picks the chunk up -- time spent queued behind other
+        # work (or behind a hung call) never counts against a sample's deadline
+        self.current: tuple[int, float] | None = None
         self.cancelled = False
+        self.started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def mark_started(self) -> None:
+        """Called on the worker thread when it picks the chunk up: wakes the waiting driver."""
+        loop = self.started.get_loop()
+        try:
+            loop.call_soon_threadsafe(_set_once, self.started)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
 
-class NativeJudger(Judger):
+def _set_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class NativeJudger(BatchJudger):
     """Score each rollout with ``reward_handler(response=, label=, extra_info=) -> dict``.
 
     The handler may be a sync function (run in worker threads, so the event loop is never blocked),
@@ -90,9 +104,15 @@ class NativeJudger(Judger):
                 f"reward_handler is {self.handler.kind}"
             )
         self.execution = execution
+        if execution == "process":
+            self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
         self._executor: ThreadPoolExecutor | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
+            # here, not at module level: httpx (and the rich console it imports) costs ~65 ms of
+            # `import judger` that no function or import-string handler needs
+            from judger.runtime.http import HttpClient
+
             self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
 
     # --- payload contract ------------------------------------------------------------------------
@@ -109,11 +129,6 @@ class NativeJudger(Judger):
         if sample_info:
             payload["extra_info"] = sample_info
         return payload
-
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
-        return await self._call_one(payload)
 
     # --- execution -------------------------------------------------------------------------------
 
@@ -166,6 +181,14 @@ class NativeJudger(Judger):
         return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        if self.handler.kind == "sync" and self.execution == "thread" and not self.handler.batched:
+            # the chunk path: the deadline starts when a thread picks the sample up, not while it
+            # queues behind other calls (or behind a hung one)
+            raw: list[Any] = [None]
+            await self._drive_chunk([payload], 0, 1, raw)
+            if isinstance(raw[0], BaseException):
+                raise raw[0]
+            return check_output(raw[0], self.judger_name)
         try:
             async with judge_deadline(self.judger_name, self.timeout):
                 output = await self._call_one(payload)
@@ -175,18 +198,15 @@ class NativeJudger(Judger):
             raise
         return check_output(output, self.judger_name)
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        if not payloads:
-            return []
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
         if self.handler.batched:
             return await self._run_batched(payloads)
         if self.execution == "process":
-            results = await self._run_in_processes(payloads)
-            return [self.capture_result(r, i) for i, r in enumerate(results)]
+            return await self._run_in_processes(payloads)
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
         return await gather_bounded(
-            [lambda p=p: self._run_one_captured(p) for p in payloads], self.max_concurrency
+            [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
         )
 
     async def _call_batch(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
@@ -210,17 +230,16 @@ class NativeJudger(Judger):
             )
         return list(outputs)
 
-    async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         try:
             async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
-                outputs = await self._call_batch(payloads)
+                return await self._call_batch(payloads)
         except Exception as exc:
             if self.on_error == "raise":
                 raise
-            return [JudgeFailure.from_exception(exc, self.judger_name)] * len(payloads)
-        return [self._check_captured(out, i) for i, out in enumerate(outputs)]
+            return [exc] * len(payloads)
 
-    async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Score sync handlers in chunks on worker threads, with a deadline per sample.
 
         The async side sleeps until the item a thread is on would overrun its deadline; if that
@@ -240,7 +259,7 @@ class NativeJudger(Judger):
                 await self._drive_chunk(payloads, lo, hi, results)
 
         await asyncio.gather(*(driver() for _ in range(min(self.num_threads, -(-n // size)))))
-        return [self.capture_result(r, i) for i, r in enumerate(results)]
+        return results
 
     async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
@@ -253,22 +272,28 @@ class NativeJudger(Judger):
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 
     async def _drive_chunk(self, payloads: Sequence[JudgerPayload], lo: int, hi: int, out: list[Any]) -> None:
-        loop = asyncio.get_running_loop()
         while lo < hi:
             chunk = _Chunk(lo, hi - lo)
-            future = loop.run_in_executor(self._executor_(), self._score_chunk, chunk, payloads)
+            future = asyncio.wrap_future(self._executor_().submit(self._score_chunk, chunk, payloads))
             stuck_at: int | None = None
             while not future.done():
-                index, started = chunk.current
+                current = chunk.current
+                if current is None:
+                    # queued: wait for a thread (a retired executor cancels what it still queues)
+                    await asyncio.wait((future, chunk.started), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                index, started = current
                 remaining = started + self.timeout - time.monotonic()
                 if remaining > 0:
                     await asyncio.wait((future,), timeout=remaining)
                     continue
-                if chunk.current == (index, started):
+                if chunk.current == current:
                     chunk.cancelled = True
                     stuck_at = index
                     self._retire_executor()
                     break
+            if stuck_at is None and future.cancelled():
+                continue  # never started: its executor was retired under it; resubmit the chunk
             done = stuck_at if stuck_at is not None else hi - lo
             out[lo : lo + done] = chunk.results[:done]
             if stuck_at is None:
@@ -280,6 +305,8 @@ class NativeJudger(Judger):
         handler = self.handler
         results = chunk.results
         base = chunk.start
+        chunk.current = (0, time.monotonic())
+        chunk.mark_started()
         for i in range(len(results)):
             if chunk.cancelled:
                 return
@@ -292,8 +319,10 @@ class NativeJudger(Judger):
     def _retire_executor(self) -> None:
         # The stuck thread keeps its worker slot until the call returns (if ever); later work gets a
         # fresh pool so abandoned calls can never starve it. wait=False: never block on them.
+        # Chunks still queued there are cancelled; their drivers resubmit them to the fresh pool
+        # instead of waiting behind the stuck call.
         if self._executor is not None:
-            self._executor.shutdown(wait=False)
+            self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 
     async def aclose(self) -> None:

@@ -21,17 +21,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from judger.core.errors import JudgeTimeoutError
-from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
+    BatchJudger,
     Judger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
-    PayloadResult,
 )
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
@@ -44,10 +41,15 @@ ScorerFn = Callable[..., dict[str, Any]]
 _YIELD_EVERY = 2048
 
 
-def _key(payload: JudgerPayload) -> tuple[Any, ...]:
+def _key(payload: JudgerPayload, extra_info_fields: Sequence[str] | None = None) -> tuple[Any, ...]:
+    """What decides a score: the answer, the label, the options, and of ``extra_info`` only the
+    fields the scorer reads (``extra_info_fields``; None: all of it). verl rows carry an index and a
+    sample number in ``extra_info`` that no math scorer reads: keyed on, they defeat dedup."""
     try:
         extra = payload.get("extra_info")
         kwargs = payload.get("scorer_kwargs")
+        if extra and extra_info_fields is not None:
+            extra = {k: extra[k] for k in extra_info_fields if k in extra}
         return (
             payload.get("response"),
             repr(payload.get("label")),
@@ -60,8 +62,12 @@ def _key(payload: JudgerPayload) -> tuple[Any, ...]:
         return (object(),)
 
 
-class ScorerJudger(Judger):
-    """Judge with ``scorer(response, label, extra_info, **options, **payload["scorer_kwargs"])``."""
+class ScorerJudger(BatchJudger):
+    """Judge with ``scorer(response, label, extra_info, **options, **payload["scorer_kwargs"])``.
+
+    ``extra_info_fields``: the ``extra_info`` keys the scorer reads (``()``: none), so that samples
+    differing only in others are scored once; None (the default) keys on all of it.
+    """
 
     def __init__(
         self,
@@ -75,6 +81,7 @@ class ScorerJudger(Judger):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         pool: Any = None,
         response_window: int | None = None,
+        extra_info_fields: Sequence[str] | None = None,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         if execution not in ("inline", "process"):
@@ -86,6 +93,9 @@ class ScorerJudger(Judger):
         # a scorer that reads only the end of a response gets only that: Ray actors and worker
         # processes then receive a few hundred bytes instead of the whole text
         self.response_window = response_window
+        self.extra_info_fields = None if extra_info_fields is None else tuple(extra_info_fields)
+        if execution == "process":
+            self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
 
     @property
     def pool(self) -> Any:
@@ -113,38 +123,18 @@ class ScorerJudger(Judger):
         kwargs = {**self.options, **(payload.get("scorer_kwargs") or {})}
         return (payload.get("response"), payload.get("label"), payload.get("extra_info")), kwargs
 
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
-        return await self.run_payload(payload)
-
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         (result,) = await self._score([payload])
         if isinstance(result, BaseException):
             raise result
         return check_output(result, self.judger_name)
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        if not payloads:
-            return []
-        # dedup: score each distinct (answer, label, options) once, then fan the result out
-        index: dict[tuple[Any, ...], int] = {}
-        unique: list[JudgerPayload] = []
-        slots: list[int] = []
-        for payload in payloads:
-            key = _key(payload)
-            slot = index.get(key)
-            if slot is None:
-                slot = index[key] = len(unique)
-                unique.append(payload)
-            slots.append(slot)
-        scored = await self._score(unique)
-        results: list[PayloadResult] = []
-        for i, slot in enumerate(slots):
-            result = self.capture_result(scored[slot], i)
-            # each sample gets its own dict: postprocess may write into it
-            results.append(result if isinstance(result, JudgeFailure) else dict(result))
-        return results
+    def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
+        # identical (answer, label, options) are scored once: GRPO groups repeat answers
+        return _key(payload, self.extra_info_fields)
+
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        return await self._score(payloads)
 
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw scorer results (dicts or exceptions), one per payload, in order."""
@@ -183,6 +173,8 @@ class ScorerJudgerConfig(JudgerConfig):
         None, description="'verl' reproduces verl's scorer exactly; None (default) uses judger's fixed scorer"
     )
     execution: Execution = "inline"
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = None
+    """The ``extra_info`` keys this preset's scorer reads (``()``: none; None: all): the dedup key."""
 
     @model_validator(mode="before")
     @classmethod
@@ -220,7 +212,7 @@ class ScorerJudgerConfig(JudgerConfig):
             from judger.presets.xtuner_options import build_with_handler
 
             return build_with_handler(self)
-        return self.judger_class()(
+        judger = self.judger_class()(
             self.judger_name,
             self.scorer(),
             self.scorer_options(),
@@ -230,3 +222,6 @@ class ScorerJudgerConfig(JudgerConfig):
             max_concurrency=self.max_concurrency,
             **self.judger_options(),
         )
+        if self.extra_info_fields is not None:
+            judger.extra_info_fields = self.extra_info_fields
+        return judger

@@ -109,6 +109,8 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
         "tokenizer",
     )
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "math_dapo"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     eos_token: str | list[str] | None = Field(

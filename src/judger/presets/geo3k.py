@@ -39,6 +39,8 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
 
     xtuner_extra_info: ClassVar[tuple[str, ...]] = ("format_score", "use_boxed")
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "hiyouga/geometry3k"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     format_score: float = Field(0.1, ge=0, le=1, description="weight of the format reward")

@@ -22,6 +22,8 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
 
     xtuner_extra_info: ClassVar[tuple[str, ...]] = ("score", "format_score")
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "openai/gsm8k"
     method: Literal["strict", "flexible"] = "strict"
     format_score: float = Field(0.0, description="score of a well-formed but wrong answer")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -59,6 +59,8 @@ class MathJudgerConfig(ScorerJudgerConfig):
     reported as a timeout failure instead of hanging the trainer.
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "DigitalLearningGmbH/MATH-lighteval"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -54,6 +54,8 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
     Math-Verify's tiny-number false positives (``1/2004!`` vs ``1/2006!``) are rejected.
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "math_verify"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     timeout_score: float = Field(0.0, description="compat='verl': score of a Math-Verify timeout")

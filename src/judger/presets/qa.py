@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -17,6 +17,8 @@ class QAExactMatchJudgerConfig(ScorerJudgerConfig):
     ``{"score", "acc", "pred"}``; ``compat="verl"`` reproduces verl's ``search_r1_like_qa_em``.
     """
 
+    # the scorer reads no extra_info: verl rows differing only there are scored once
+    extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "qa_exact_match"
     format_score: float = Field(0.0, description="score of a wrong answer inside <answer> tags")
     score: float = Field(1.0, description="score of a correct answer (divided by 4 past 10 answer tags)")

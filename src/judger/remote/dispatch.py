@@ -2,11 +2,13 @@
 
 Shared by :class:`~judger.RemoteJudger` (one replica) and :class:`~judger.JudgerPool` (several).
 
-- A batch is cut into chunks sent in input order, large first and smaller towards the end (guided
-  scheduling); each goes to the replica with the fewest payloads in flight that has room under
-  ``max_in_flight``; callers wait otherwise (backpressure).
+- A batch is cut into few, large chunks (see :meth:`Dispatcher.chunk_size_for`) sent in input
+  order, large first and smaller towards the end (guided scheduling); each goes to the replica
+  with the fewest payloads in flight that has room under ``max_in_flight``; callers wait otherwise
+  (backpressure). Concurrent ``judge()`` calls reach it already grouped (micro-batching).
 - Every call has a deadline. A call that loses its actor (it died, or hung past the deadline and
-  was killed so that Ray restarts it) is retried payload by payload on another replica. A replica
+  was killed so that Ray restarts it) is retried on another replica, in a few pieces, then payload
+  by payload. A replica
   whose actor was lost takes no work until a probe sees it answer again (restarted by Ray).
 - A payload's last attempt runs alone on an idle replica, so a payload that kills or blocks its
   actor fails by itself and never takes innocent payloads down with it on their last attempt.
@@ -24,13 +26,18 @@ from typing import Any
 from judger.core.errors import JudgerError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import JudgerOutput, JudgerPayload, PayloadResult, gather_bounded
+from judger.core.loops import LoopLocal
 from judger.remote.cluster import kill_actor
 
-# A chunk is large enough that Ray's per-call cost (about a millisecond) is small next to the work,
-# small enough that least-loaded dispatch can still even out replicas of different speeds.
-DEFAULT_CHUNK_SIZE = 64
-DEFAULT_MAX_IN_FLIGHT = 128
+# A Ray call costs about 3 ms here whatever it carries: chunks are large (a batch of 64 on 2 replicas
+# is 2 calls), and two of them may be in flight per replica so that an actor never waits for its
+# next call. Least-loaded choice still evens out replicas of different speeds.
+DEFAULT_CHUNK_SIZE = 1024
+DEFAULT_MAX_IN_FLIGHT = 2048
 DEFAULT_MAX_RETRIES = 2
+# Up to this many payloads per replica a batch is split evenly, one call each; larger ones are
+# pipelined in guided chunks, so that a lost actor strands one chunk, not half the batch.
+_EVEN_SPLIT_MAX = 256
 # How long a lost actor may take to come back (Ray restarts it) before it counts as dead.
 RESTART_WAIT_S = 120.0
 _PROBE_INTERVAL_S = 0.2
@@ -139,21 +146,16 @@ class Dispatcher:
         self.chunk_size = chunk_size
         self.max_in_flight = max_in_flight
         self.max_retries = max_retries
-        self._cond: asyncio.Condition | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # asyncio primitives bind to one loop; sync callers may drive the judger from several
+        # asyncio.run() loops in turn, so the condition follows the running loop
+        self._conds: LoopLocal[asyncio.Condition] = LoopLocal(asyncio.Condition)
         self._turn = -1  # ties go to replica 0 first, then in turn (XTuner's round-robin order)
         self._isolated_waiting = 0
 
     # --- capacity --------------------------------------------------------------------------------
 
     def _condition(self) -> asyncio.Condition:
-        # asyncio primitives bind to one loop; sync callers may drive the judger from several
-        # asyncio.run() loops in turn, so the condition follows the running loop
-        loop = asyncio.get_running_loop()
-        if self._cond is None or self._loop is not loop:
-            self._cond = asyncio.Condition()
-            self._loop = loop
-        return self._cond
+        return self._conds.get()
 
     def _candidates(self, avoid: Replica | None) -> list[Replica]:
         if all(r.closed for r in self.replicas):
@@ -212,9 +214,10 @@ class Dispatcher:
                     replica.probe.cancel()
                 except RuntimeError:  # its event loop is already closed
                     pass
-        if self._cond is not None and self._loop is asyncio.get_running_loop():
-            async with self._cond:
-                self._cond.notify_all()
+        cond = self._conds.current()
+        if cond is not None:
+            async with cond:
+                cond.notify_all()
 
     # --- losing and regaining actors -------------------------------------------------------------
 
@@ -266,7 +269,7 @@ class Dispatcher:
             replica.lost_calls += 1
             self._mark_lost(replica)
             raise _Lost(exc) from exc
-        except TimeoutError as exc:
+        except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct types on Python 3.10
             replica.hung_calls += 1
             _cancel(ref)
             # a hung actor is killed so that Ray restarts it; its other calls fail over and retry.
@@ -301,14 +304,19 @@ class Dispatcher:
 
     # --- running payloads ------------------------------------------------------------------------
 
-    def chunk_size_for(self, remaining: int, workers: int) -> int:
-        """Guided scheduling: big chunks while much is left, shrinking towards the end.
+    def chunk_size_for(self, remaining: int, total: int, replicas: int) -> int:
+        """Few, large calls: a Ray call costs milliseconds, whatever it carries.
 
-        Each chunk is at most ``chunk_size`` and about ``remaining / (2 * workers)``, so early calls
-        amortise Ray's per-call cost and the last ones are small: replicas finish close together
-        instead of one of them still working through a full chunk while the others idle.
+        A small batch (up to 256 payloads per replica) is split evenly, ``ceil(total / replicas)``
+        each. A larger one is sent as pipelined chunks of
+        ``chunk_size`` (two in flight per replica when ``max_in_flight`` allows, so an actor never
+        waits for its next call), shrinking towards the end (guided scheduling, ``remaining / (2 *
+        replicas)``) so that replicas finish close together.
         """
-        return max(1, min(self.chunk_size, self.max_in_flight, -(-remaining // (2 * workers))))
+        cap = min(self.chunk_size, self.max_in_flight)
+        if total <= replicas * min(cap, _EVEN_SPLIT_MAX):
+            return max(1, -(-total // replicas))
+        return max(1, min(cap, max(-(-remaining // (2 * replicas)), cap // 8)))
 
     async def run_one(self, payload: JudgerPayload) -> JudgerOutput:
         """One payload's output; raises the judger's own exception, or the retry-exhausted error."""
@@ -335,16 +343,19 @@ class Dispatcher:
         if n == 0:
             return []
         results: list[Any] = [None] * n
+        # sized from the replicas (not the senders): 64 payloads on 2 replicas are 2 calls
+        replicas = max(1, sum(1 for r in self.replicas if not (r.dead or r.closed)))
         # one sender per chunk the replicas can hold at once: more would only wait on the condition
         # (a 100k batch must not wake thousands of waiters per release), fewer would leave room idle
-        senders = min(n, len(self.replicas) * max(1, self.max_in_flight // self.chunk_size))
+        per_replica = max(1, self.max_in_flight // max(1, min(self.chunk_size, self.max_in_flight)))
+        senders = min(n, replicas * per_replica)
         cursor = 0
 
         async def sender() -> None:
             nonlocal cursor
             while cursor < n:
                 lo = cursor
-                cursor = hi = lo + self.chunk_size_for(n - lo, senders)
+                cursor = hi = min(n, lo + self.chunk_size_for(n - lo, n, replicas))
                 results[lo:hi] = await self._run_chunk(list(payloads[lo:hi]), 0, None)
 
         await gather_bounded([sender] * senders, senders)
@@ -369,6 +380,14 @@ class Dispatcher:
         if attempt >= self.max_retries:
             failure = JudgeFailure.from_exception(self._exhausted(lost, attempt + 1), self.judger_name)
             return [failure] * len(chunk)
+        nxt = attempt + 1
+        if nxt < self.max_retries and len(chunk) > 2:
+            # a large chunk is retried in a few pieces (not one Ray call per payload): the pieces
+            # without the culprit succeed, the culprit's piece goes one by one at the next attempt
+            size = -(-len(chunk) // 4)
+            pieces = [chunk[i : i + size] for i in range(0, len(chunk), size)]
+            parts = await asyncio.gather(*(self._run_chunk(piece, nxt, replica) for piece in pieces))
+            return [result for part in parts for result in part]
         # one at a time from here on: a payload that kills or blocks its actor then fails alone
-        parts = await asyncio.gather(*(self._run_chunk([p], attempt + 1, replica) for p in chunk))
+        parts = await asyncio.gather(*(self._run_chunk([p], nxt, replica) for p in chunk))
         return [part[0] for part in parts]

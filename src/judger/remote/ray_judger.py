@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from judger.core.judger import (
+    BatchJudger,
     Judger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
-    PayloadResult,
 )
 from judger.core.rollout import RolloutState
 from judger.remote.dispatch import Dispatcher
@@ -40,7 +38,7 @@ def default_call_timeout(local: Judger, threads: int | None = None) -> Callable[
     return call_timeout
 
 
-class RayJudger(Judger):
+class RayJudger(BatchJudger):
     """A Judger whose ``judge_payload`` runs on JudgerActors; the rest runs on the driver.
 
     ``preprocess`` and ``postprocess`` are those of ``local``, a driver-side instance of the same
@@ -56,6 +54,8 @@ class RayJudger(Judger):
         )
         self.local = local
         self.dispatcher = dispatcher
+        # a Ray call costs milliseconds: concurrent judge() calls travel together
+        self.micro_batch_window_s = 0.0
         self._closed = False
         self._release_registration: weakref.finalize | None = None
         self.resource_name: str | None = None
@@ -70,15 +70,11 @@ class RayJudger(Judger):
     ) -> RolloutState | Awaitable[RolloutState]:
         return self.local.postprocess(rollout_state, output)
 
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
-        return await self.run_payload(payload)
-
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         return await self.dispatcher.run_one(payload)
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        # the actors validate, dedup and capture per sample; failures come back as JudgeFailures
         return await self.dispatcher.run_many(payloads)
 
     # --- status and shutdown ---------------------------------------------------------------------

@@ -146,7 +146,8 @@ class RemoteJudger(RayJudger):
         if local is None:
             local = Judger(name)  # XTuner's default: Judger's own preprocess / postprocess
         self.judger_config = None
-        handle = actor if speaks_judger_protocol(actor) else ForeignActor(actor, name)
+        foreign = not speaks_judger_protocol(actor)
+        handle = ForeignActor(actor, name) if foreign else actor
         self.replica = Replica(handle, replica_name or f"{name}[0]")
         timeout_of = default_call_timeout(local) if call_timeout is None else (lambda n: call_timeout)
         self.call_timeout_of = timeout_of
@@ -154,7 +155,9 @@ class RemoteJudger(RayJudger):
             name,
             [self.replica],
             call_timeout=timeout_of,
-            chunk_size=chunk_size,
+            # XTuner's protocol takes one payload per call, each under its own deadline: a chunk
+            # would share one deadline, and a hung payload would fail its neighbours
+            chunk_size=1 if foreign else chunk_size,
             max_in_flight=max_in_flight,
             max_retries=max_retries,
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -10,11 +9,10 @@ from pydantic import Field, field_validator
 from judger.core.failure import JudgeFailure
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
+    BatchJudger,
     Judger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
     PayloadResult,
 )
@@ -34,7 +32,7 @@ def rule_says_correct(output: JudgerOutput, correct_score: float = 1.0) -> bool:
     return float(output.get("score", 0.0)) >= correct_score
 
 
-class CascadeJudger(Judger):
+class CascadeJudger(BatchJudger):
     """Run ``rule`` on every sample, then ``verifier`` only on those the rule did not accept.
 
     A sample the rule marks correct keeps the rule's reward (``decided_by="rule"``, ``acc=True``,
@@ -75,21 +73,11 @@ class CascadeJudger(Judger):
             "verifier": self.verifier.preprocess(rollout_state),
         }
 
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        batch = payload if isinstance(payload, list) else [payload]
-        results = await self.run_payloads(batch)
-        for result in results:
-            if isinstance(result, JudgeFailure):
-                raise result.to_exception()
-        return results if isinstance(payload, list) else results[0]  # type: ignore[return-value]
-
     async def judge(self, rollout_state: RolloutState) -> RolloutState:
         # the batch path keeps a stage's failure as it is, naming the stage that failed
         return (await self.batch_judge([rollout_state]))[0]
 
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        if not payloads:
-            return []
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
         rule_results = await self.rule.run_payloads([p["rule"] for p in payloads])
         results: list[PayloadResult | None] = [None] * len(payloads)
         escalate: list[int] = []

@@ -7,19 +7,17 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from judger.core.failure import JudgeFailure
+from judger.core.deadlines import judge_deadline
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
-    Judger,
+    BatchJudger,
     JudgerOutput,
-    JudgerOutputBatch,
     JudgerPayload,
-    JudgerPayloadBatch,
     OnError,
-    PayloadResult,
     gather_bounded,
 )
+from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
 from judger.verifiers.hosts import ChatHostPool
@@ -44,7 +42,7 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
-class LLMJudger(Judger):
+class LLMJudger(BatchJudger):
     """Ask a grader model whether ``response`` answers ``question`` as ``label`` does.
 
     The reply is read by ``verdict_parser`` into a verdict key (e.g. "A"), which ``verdict_scores``
@@ -149,36 +147,23 @@ class LLMJudger(Judger):
             return "response is None"
         return None
 
-    async def judge_payload(self, payload: JudgerPayloadBatch) -> JudgerOutputBatch:
-        if isinstance(payload, list):
-            return await self.run_payloads_or_raise(payload)
-        return await self._grade(payload)
-
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        """One request per distinct grading prompt, each under its own deadline.
+    async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        """One request per payload (the base class has merged identical prompts), each under its
+        own deadline.
 
         Samples of a GRPO group often end in the same answer; after cutting, their prompts are
         identical and the grader (at temperature 0) would answer the same, so they share one
         request (``dedup=False`` turns this off). Per-sample calls, not one batch call: a failed
         batch call would be replayed sample by sample and double the grader's load.
         """
-        owners: dict[Any, int] = {}
-        unique: list[JudgerPayload] = []
-        slots: list[int] = []
-        for payload in payloads:
-            key = self._dedup_key(payload)
-            if key is None or key not in owners:
-                if key is not None:
-                    owners[key] = len(unique)
-                slots.append(len(unique))
-                unique.append(payload)
-            else:
-                slots.append(owners[key])
-        results = await gather_bounded(
-            [lambda p=p: self._run_one_captured(p) for p in unique], self.max_concurrency
+        return await gather_bounded(
+            [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
         )
-        # each sample gets its own dict: postprocess may write into it
-        return [r if isinstance(r, JudgeFailure) else dict(r) for r in (results[i] for i in slots)]
+
+    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
+        async with judge_deadline(self.judger_name, self.timeout):
+            output = await self._grade(payload)
+        return check_output(output, self.judger_name)
 
     def _dedup_key(self, payload: JudgerPayload) -> Any:
         if not self.dedup or self.skip_reason(payload) is not None:

@@ -1,9 +1,9 @@
 """The loop each :class:`~judger.runtime.procpool.pool.ProcessPool` worker process runs.
 
-A worker receives pickled ``(task_id, fn, args, kwargs)`` messages on its end of a pipe, runs the
-call and sends back ``(task_id, ok, value)``. It never enforces deadlines itself: the parent kills
-it with SIGKILL when a call overruns, which also stops code stuck in C (a huge sympy power holds
-the GIL, so no in-process timer could interrupt it).
+A worker receives chunks of pickled ``(fn, args, kwargs)`` calls, each under its task id, on its end
+of a pipe, runs them in order and sends back ``(task_id, ok, value)`` for each as it finishes. It
+never enforces deadlines itself: the parent kills it with SIGKILL when a call overruns, which also
+stops code stuck in C (a huge sympy power holds the GIL, so no in-process timer could interrupt it).
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ def worker_main(
 ) -> None:
     """Serve calls until the parent sends an empty message or goes away.
 
-    A call message is an 8-byte little-endian task id followed by the pickled ``(fn, args, kwargs)``,
-    so a call whose arguments cannot be rebuilt here still gets an answer under its id.
+    A message is a chunk of calls, each an 8-byte little-endian task id, an 8-byte length and the
+    pickled ``(fn, args, kwargs)``, so a call whose arguments cannot be rebuilt here still gets an
+    answer under its id.
     """
     _die_with_parent()
     _release_fork_server()
@@ -119,17 +120,25 @@ def worker_main(
             return
         if not message:
             return
-        task_id = int.from_bytes(message[:8], "little")
-        try:
-            fn, args, kwargs = pickle.loads(message[8:])
-        except BaseException as exc:
-            reply = _encode(task_id, False, RemoteError(f"the worker cannot unpickle the call: {exc!r}"))
-        else:
+        # a chunk of calls, answered one reply per call as each finishes: the parent starts the
+        # next call's deadline from the reply to the one before
+        view = memoryview(message)
+        at = 0
+        while at < len(view):
+            task_id = int.from_bytes(view[at : at + 8], "little")
+            size = int.from_bytes(view[at + 8 : at + 16], "little")
+            payload = view[at + 16 : at + 16 + size]
+            at += 16 + size
             try:
-                reply = _encode(task_id, True, fn(*args, **kwargs))
+                fn, args, kwargs = pickle.loads(payload)
             except BaseException as exc:
-                reply = _encode(task_id, False, exc)
-        try:
-            conn.send_bytes(reply)
-        except OSError:
-            return
+                reply = _encode(task_id, False, RemoteError(f"the worker cannot unpickle the call: {exc!r}"))
+            else:
+                try:
+                    reply = _encode(task_id, True, fn(*args, **kwargs))
+                except BaseException as exc:
+                    reply = _encode(task_id, False, exc)
+            try:
+                conn.send_bytes(reply)
+            except OSError:
+                return

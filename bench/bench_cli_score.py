@@ -1,0 +1,100 @@
+"""`judger score` as a whole process (start to exit) against the raw scoring loop (issue 12).
+
+    PYTHONPATH=src .venv/bin/python bench/bench_cli_score.py [--repeat 5] [--rows 10000]
+
+1. GSM8K: ``--rows`` verl-layout rows built from the bundled GSM8K test set (reference solutions,
+   every fourth one with a wrong final answer; each row with its own ``extra_info``), scored by
+   ``judger score`` with the default routing vs ``bench/raw_score_gsm8k.py`` (json + the scorer in
+   a loop). Target <= 2x.
+2. MATH: the 400 bundled MATH rollouts, ``judger score`` vs ``bench/raw_score_math_verify.py``
+   (json + Math-Verify's parse/verify in a loop). Target <= 1.2x.
+
+Each side is a fresh ``python`` process, timed from spawn to exit, alternating; medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "src" / "judger" / "data"
+
+
+def gsm8k_rows(n: int, path: Path) -> None:
+    src = [json.loads(line) for line in (DATA / "gsm8k_test.jsonl").read_text().splitlines() if line]
+    with path.open("w") as f:
+        for i in range(n):
+            item = src[i % len(src)]
+            answer = item["answer"]
+            truth = answer.rsplit("####", 1)[1].strip().replace(",", "")
+            response = answer if i % 4 else answer.rsplit("####", 1)[0] + "#### 0.5"
+            row = {
+                "data_source": "openai/gsm8k",
+                "prompt": [{"role": "user", "content": item["question"]}],
+                "response": response,
+                "reward_model": {"style": "rule", "ground_truth": truth},
+                "extra_info": {"index": i, "split": "test"},
+            }
+            f.write(json.dumps(row) + "\n")
+
+
+def wall(cmd: list[str]) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    start = time.perf_counter()
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - start
+
+
+def compare(name: str, judger_cmd: list[str], raw_cmd: list[str], repeat: int, target: str) -> None:
+    wall(judger_cmd)  # warm the page cache and the .pyc files
+    wall(raw_cmd)
+    ours, raw = [], []
+    for _ in range(repeat):
+        ours.append(wall(judger_cmd))
+        raw.append(wall(raw_cmd))
+    a, b = statistics.median(ours), statistics.median(raw)
+    print(f"| {name} | {a:.2f} s | {b:.2f} s | {a / b:.2f}x | {target} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=10_000)
+    args = ap.parse_args()
+    py = sys.executable
+    score = [py, "-m", "judger.cli.main", "score", "--no-progress", "--format", "json"]
+    load = os.getloadavg()[0]
+    print("### `judger score`, whole process (issue 12)\n")
+    print("| input | judger score | raw loop | ratio | target |")
+    print("|---|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        gsm = Path(tmp) / "gsm8k.jsonl"
+        gsm8k_rows(args.rows, gsm)
+        compare(
+            f"GSM8K, {args.rows:,} rows",
+            [*score, str(gsm)],
+            [py, str(ROOT / "bench" / "raw_score_gsm8k.py"), str(gsm)],
+            args.repeat,
+            "<= 2x",
+        )
+    math_rows = DATA / "math_rollouts_dev.jsonl"
+    compare(
+        "MATH, 400 bundled rows",
+        [*score, str(math_rows)],
+        [py, str(ROOT / "bench" / "raw_score_math_verify.py"), str(math_rows)],
+        args.repeat,
+        "<= 1.2x",
+    )
+    print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Ray dispatch overhead (issue 12): a JudgerPool of 2 against a bare Ray actor call, and against local.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_ray_dispatch.py [--repeat 5]
+
+Everything side by side in one run (ratios; the machine is shared):
+
+1. Trivial handler, per-sample cost: ``JudgerPool.batch_judge`` of 64 and 4096 states on 2 replicas
+   vs a bare Ray actor (2 of them, no judger) receiving the same payload dicts in one call each and
+   returning one dict per payload.
+2. A 2 ms pure-Python handler on 2 workers (1 CPU each): batch of 64 and 4096 vs the local judger.
+3. 2,000 concurrent single ``judge()`` calls vs one ``batch_judge`` of the same 2,000 (trivial handler).
+
+Times are medians of ``--repeat`` runs, alternating the sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from typing import Any
+
+import ray
+
+from judger import CPUResourcesConfig, JudgerConfig, RolloutState
+
+
+def trivial(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    return {"score": float(response == label)}
+
+
+def burn(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    acc = 0
+    for i in range(extra_info["loops"]):
+        acc = (acc * 31 + i) % 1_000_003
+    return {"score": float(response == label), "acc": acc}
+
+
+def calibrate(ms: float) -> int:
+    loops = 10_000
+    while True:
+        start = time.process_time()
+        burn("", "", {"loops": loops})
+        took = time.process_time() - start
+        if took > 0.05:
+            return max(1, int(loops * (ms / 1000) / took))
+        loops *= 2
+
+
+@ray.remote(num_cpus=0.5)
+class Bare:
+    """The floor: a Ray actor that scores payload dicts with the same trivial function, no judger."""
+
+    async def run(self, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [trivial(p["response"], p["label"], {}) for p in payloads]
+
+
+def states(n: int) -> list[RolloutState]:
+    return [RolloutState(response=str(i % 5), reward_model={"ground_truth": "3"}) for i in range(n)]
+
+
+def median_time(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ms", type=float, default=2.0)
+    args = ap.parse_args()
+    ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
+    load = os.getloadavg()[0]
+    two = CPUResourcesConfig(num_workers=2, num_cpus_per_worker=0.5)
+    pool = JudgerConfig(judger_name="trivial", reward_handler=trivial, cpu_resources=two).build()
+    bare = [Bare.remote(), Bare.remote()]
+    ray.get([b.run.remote([]) for b in bare])
+
+    def run_pool(n: int) -> None:
+        out = asyncio.run(pool.batch_judge(states(n)))
+        assert all(s.reward is not None for s in out)
+
+    def run_bare(n: int) -> None:
+        payloads = [{"response": s.response, "label": "3"} for s in states(n)]
+        half = -(-n // 2)
+        ray.get([bare[0].run.remote(payloads[:half]), bare[1].run.remote(payloads[half:])])
+
+    run_pool(256)
+    print("### Ray dispatch (issue 12)\n")
+    print("| case | judger | floor | ratio | target |")
+    print("|---|---:|---:|---:|---|")
+    for n, target in ((64, "<= 2x"), (4096, "<= 1.5x")):
+        t_pool = median_time(lambda n=n: run_pool(n), args.repeat)
+        t_bare = median_time(lambda n=n: run_bare(n), args.repeat)
+        print(
+            f"| trivial handler, batch {n}: per sample, pool of 2 vs bare actor call | "
+            f"{t_pool / n * 1e6:.1f} us | {t_bare / n * 1e6:.1f} us | {t_pool / t_bare:.2f}x | {target} |"
+        )
+
+    # concurrent singles vs one batch
+    async def singles(n: int) -> None:
+        out = await asyncio.gather(*(pool.judge(s) for s in states(n)))
+        assert all(s.reward is not None for s in out)
+
+    t_single = median_time(lambda: asyncio.run(singles(2000)), args.repeat)
+    t_batch = median_time(lambda: run_pool(2000), args.repeat)
+    print(
+        f"| 2,000 concurrent judge() vs one batch_judge of 2,000 (throughput) | "
+        f"{2000 / t_single:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_single:.2f}x | >= 0.5x |"
+    )
+    pool.close()
+    for b in bare:
+        ray.kill(b)
+
+    loops = calibrate(args.ms)
+    cfg = JudgerConfig(judger_name="burn", reward_handler=burn, extra_info={"loops": loops})
+    local = cfg.build()
+    one = CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1)
+    burn_pool = cfg.model_copy(update={"cpu_resources": one}).build()
+    asyncio.run(burn_pool.batch_judge(states(64)))
+    for n, target in ((64, ">= 1.5x"), (4096, ">= 1.8x")):
+        rep = args.repeat if n <= 64 else max(1, args.repeat // 2)
+        t_local = median_time(lambda n=n: asyncio.run(local.batch_judge(states(n))), rep)
+        t_burn = median_time(lambda n=n: asyncio.run(burn_pool.batch_judge(states(n))), rep)
+        print(
+            f"| {args.ms:g} ms handler, batch {n}: pool of 2 x 1 CPU vs local (speed-up) | "
+            f"{t_burn:.3f} s | {t_local:.3f} s | {t_local / t_burn:.2f}x | {target} |"
+        )
+    burn_pool.close()
+    local.close()
+    after = os.getloadavg()[0]
+    print(f"\n{os.cpu_count()} CPUs; 1-minute load average before / after: {load:.1f} / {after:.1f}.")
+
+
+if __name__ == "__main__":
+    main()
