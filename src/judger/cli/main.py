@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 # Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args) -> int``;
 # modules are imported only when their subcommand runs, so ``judger score`` never loads FastAPI.
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _module(name: str):  # type: ignore[no-untyped-def]
+def _module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from typing import Any
 
 EXIT_OK = 0
@@ -111,7 +112,9 @@ def default_config(compat: str | None = None) -> Any:
     """verl's dispatch by data_source (``judger.compat.verl.default_judger_config``)."""
     from judger.compat.verl import default_judger_config
 
-    return default_judger_config(compat=compat)
+    if compat not in (None, "verl"):
+        raise ValueError(f"--compat must be 'verl' or absent, got {compat!r}")
+    return default_judger_config(compat="verl" if compat else None)
 
 
 def with_workers(cfg: Any, workers: int) -> Any:
@@ -198,7 +201,7 @@ async def score_states(judger: Any, states: list[Any], batch_size: int, progress
             progress(len(batch))
 
     # two batches in flight: the next one starts while the slowest samples of the last finish
-    await gather_bounded([lambda b=b: one(b) for b in batches], 2)
+    await gather_bounded([partial(one, b) for b in batches], 2)
 
 
 def _say(message: str) -> None:

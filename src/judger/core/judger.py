@@ -12,6 +12,7 @@ import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from judger.core.batching import MicroBatcher, dedup
@@ -80,7 +81,7 @@ class BaseJudger(ABC):
 
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
         """Judge concurrently, at most ``max_concurrency`` at a time, keeping the input order."""
-        return await gather_bounded([lambda s=s: self.judge(s) for s in rollout_states], self.max_concurrency)
+        return await gather_bounded([partial(self.judge, s) for s in rollout_states], self.max_concurrency)
 
     def capture(self, state: RolloutState, exc: BaseException) -> RolloutState:
         """Apply the ``on_error`` policy to a failure of ``state``: mark it, or re-raise."""
@@ -184,7 +185,7 @@ class Judger(BaseJudger):
             if self.on_error == "raise":
                 raise
             return await gather_bounded(
-                [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
+                [partial(self._run_one_raw, p) for p in payloads], self.max_concurrency
             )
         if not isinstance(outputs, list):
             raise TypeError(

@@ -270,7 +270,7 @@ class ComposedJudger(BatchJudger):
             and branch.on_error == self.on_error
         )
 
-    async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:  # type: ignore[override]
+    async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:
         outputs: dict[str, JudgerOutput] = output[_BRANCHES]
         if len(outputs) == 1:
             ((name, out),) = outputs.items()

@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from judger.core.deadlines import judge_deadline
@@ -205,9 +206,7 @@ class NativeJudger(BatchJudger):
             return await self._run_in_processes(payloads)
         if self.handler.kind == "sync":
             return await self._run_threaded(payloads)
-        return await gather_bounded(
-            [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
-        )
+        return await gather_bounded([partial(self._run_one_raw, p) for p in payloads], self.max_concurrency)
 
     async def _call_batch(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         handler = self.handler
@@ -267,6 +266,7 @@ class NativeJudger(BatchJudger):
         from judger.runtime.procpool.pool import shared_pool
 
         handler = self.handler
+        assert not isinstance(handler.target, str)  # only URL handlers are strings; these are sync
         calls = [((), handler.bind(*self._args(p))) for p in payloads]
         results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]

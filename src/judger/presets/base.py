@@ -172,7 +172,8 @@ class ScorerJudgerConfig(JudgerConfig):
     compat: Literal["verl"] | None = Field(
         None, description="'verl' reproduces verl's scorer exactly; None (default) uses judger's fixed scorer"
     )
-    execution: Execution = "inline"
+    # presets run inline or on worker processes, never on threads: the field narrows JudgerConfig's
+    execution: Execution = "inline"  # type: ignore[assignment]
     extra_info_fields: ClassVar[tuple[str, ...] | None] = None
     """The ``extra_info`` keys this preset's scorer reads (``()``: none; None: all): the dedup key."""
 

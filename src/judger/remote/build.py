@@ -66,7 +66,8 @@ def _actor_config(cfg: JudgerConfig, local: Judger, num_cpus: float) -> JudgerCo
     """
     from judger.judgers.native import NativeJudger
 
-    threaded = isinstance(local, NativeJudger) and local.execution == "thread"
-    if not threaded or local.handler.kind != "sync" or cfg.num_threads is not None:
+    if not isinstance(local, NativeJudger) or cfg.num_threads is not None:
+        return cfg
+    if local.execution != "thread" or local.handler.kind != "sync":
         return cfg
     return cfg.model_copy(update={"num_threads": max(1, math.ceil(num_cpus))})

@@ -103,7 +103,7 @@ class CascadeJudger(BatchJudger):
                     if isinstance(verdict, JudgeFailure)
                     else self._escalated(verdict, rule_results[i])
                 )
-        return results  # type: ignore[return-value]
+        return results
 
     @staticmethod
     def _escalated(verdict: JudgerOutput, rule_result: PayloadResult) -> JudgerOutput:

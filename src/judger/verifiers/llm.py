@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -156,9 +157,7 @@ class LLMJudger(BatchJudger):
         request (``dedup=False`` turns this off). Per-sample calls, not one batch call: a failed
         batch call would be replayed sample by sample and double the grader's load.
         """
-        return await gather_bounded(
-            [lambda p=p: self._run_one_raw(p) for p in payloads], self.max_concurrency
-        )
+        return await gather_bounded([partial(self._run_one_raw, p) for p in payloads], self.max_concurrency)
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         async with judge_deadline(self.judger_name, self.timeout):

@@ -29,9 +29,11 @@ class _NoMainPopen:
         if cls.cls is None:
             import io
             from multiprocessing import forkserver, popen_forkserver, spawn, util
-            from multiprocessing.context import reduction, set_spawning_popen
 
-            class Popen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
+            # multiprocessing's internals: untyped in typeshed, stable across 3.10 - 3.13
+            from multiprocessing.context import reduction, set_spawning_popen  # type: ignore[attr-defined]
+
+            class Popen(popen_forkserver.Popen):
                 def _launch(self, process_obj: Any) -> None:
                     prep_data = spawn.get_preparation_data(process_obj._name)
                     prep_data.pop("init_main_from_path", None)
@@ -43,9 +45,9 @@ class _NoMainPopen:
                         reduction.dump(process_obj, buf)
                     finally:
                         set_spawning_popen(None)
-                    self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+                    self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
                     parent_w = os.dup(w)  # the child's sentinel of its parent, as multiprocessing does
-                    self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+                    self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))  # type: ignore[attr-defined]
                     with open(w, "wb", closefd=True) as f:
                         f.write(buf.getbuffer())
                     self.pid = forkserver.read_signed(self.sentinel)
