@@ -18,6 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from judger.cli.loading import ConfigError
+from judger.cli.report import render_summary, summarize
+from judger.cli.score import _close_shared_pool, build, score_states
+from judger.core.rollout import RolloutState, Status
+
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
 EXIT_UNUSABLE = 2
@@ -104,7 +109,6 @@ def resume(path: Path, n: int) -> dict[Any, list[Any]]:
     group id; the file is rewritten without the others, which will be generated again."""
     import json
 
-    from judger.core.rollout import Status
     from judger.trainer.io import parse_row
 
     if not path.exists():
@@ -141,10 +145,6 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from judger.cli.loading import ConfigError
-    from judger.cli.report import render_summary, summarize
-    from judger.cli.score import _close_shared_pool, build, score_states
-    from judger.core.rollout import RolloutState, Status
     from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
     from judger.trainer.controller import GenerationError, RolloutControllerConfig
     from judger.trainer.io import InputError, _json_default, state_to_row, write_rollouts

@@ -13,6 +13,11 @@ import sys
 from functools import partial
 from typing import Any
 
+from judger.cli.loading import ConfigError, load_preset, load_target
+from judger.core.judger import BaseJudger, gather_bounded
+from judger.core.rollout import Status
+from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
+
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
 EXIT_UNUSABLE = 2
@@ -119,7 +124,6 @@ def default_config(compat: str | None = None) -> Any:
 
 def with_workers(cfg: Any, workers: int) -> Any:
     """A copy of ``cfg`` with ``max_concurrency=workers`` on it and on every branch config."""
-    from judger.judgers.config import ComposedJudgerConfig, JudgerConfig
 
     if isinstance(cfg, ComposedJudgerConfig):
         branches = {name: with_workers(b, workers) for name, b in cfg.branches.items()}
@@ -165,9 +169,6 @@ def _close_shared_pool() -> None:
 
 
 def build(args: argparse.Namespace) -> Any:
-    from judger.cli.loading import ConfigError, load_preset, load_target
-    from judger.core.judger import BaseJudger
-    from judger.judgers.config import build_judger
 
     if args.config:
         cfg = load_target(args.config)
@@ -191,7 +192,6 @@ def build(args: argparse.Namespace) -> Any:
 
 async def score_states(judger: Any, states: list[Any], batch_size: int, progress: Any = None) -> None:
     """``judger.batch_judge`` over ``states`` in batches (two in flight), advancing ``progress``."""
-    from judger.core.judger import gather_bounded
 
     batches = [states[i : i + batch_size] for i in range(0, len(states), batch_size)]
 
@@ -218,7 +218,6 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from judger.cli.report import examples, render_examples, render_summary, summarize
-    from judger.core.rollout import Status
     from judger.trainer.io import InputError, read_rollouts, write_rollouts
     from judger.trainer.metrics import compute_validation_metrics
 
@@ -235,7 +234,6 @@ def run(args: argparse.Namespace) -> int:
         # rows that cannot be read are not written back: scoring in place would lose them
         _say(f"judger score: -o {args.output} is the input file; write the scored rows to another path")
         return EXIT_UNUSABLE
-    from judger.cli.loading import ConfigError
 
     # the judger first, so that its worker processes start while the file is read
     config_error: ConfigError | None = None

@@ -35,6 +35,7 @@ from typing import Any
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
+from judger.judgers.config import JudgerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ def resolve_judger(source: Any) -> BaseJudger:
         return source.build()
     if isinstance(source, str):
         if source.startswith(("http://", "https://")):
-            from judger.judgers.config import JudgerConfig
-
             return JudgerConfig(judger_name="remote", reward_handler=source).build()
         if source.lower() == "verl":
             from judger.compat.verl.router import default_judger_config

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, BaseJudger, Judger
 from judger.judgers.composed import ComposedJudger, check_branches
 from judger.judgers.handlers import import_object, is_url
+from judger.judgers.native import NativeJudger
 
 
 class CPUResourcesConfig(BaseModel):
@@ -94,7 +95,6 @@ class JudgerConfig(BaseModel):
 
     def build_local(self) -> Judger:
         """The judger this config describes, running in this process."""
-        from judger.judgers.native import NativeJudger
 
         if self.reward_handler is None:
             raise ValueError(

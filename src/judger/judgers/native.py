@@ -24,6 +24,7 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
+from judger.runtime.procpool.pool import shared_pool
 
 if TYPE_CHECKING:
     from judger.runtime.http import HttpClient
@@ -263,7 +264,6 @@ class NativeJudger(BatchJudger):
     async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
         has its worker killed, so even a handler stuck in C code cannot outlive it."""
-        from judger.runtime.procpool.pool import shared_pool
 
         handler = self.handler
         assert not isinstance(handler.target, str)  # only URL handlers are strings; these are sync

@@ -33,6 +33,8 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
+from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
+from judger.runtime.procpool.pool import shared_pool
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]
@@ -100,8 +102,6 @@ class ScorerJudger(BatchJudger):
     @property
     def pool(self) -> Any:
         if self._pool is None:
-            from judger.runtime.procpool.pool import shared_pool
-
             self._pool = shared_pool()
         return self._pool
 
@@ -180,13 +180,11 @@ class ScorerJudgerConfig(JudgerConfig):
     @model_validator(mode="before")
     @classmethod
     def _fold_extra_info(cls, data: Any) -> Any:
-        from judger.presets.xtuner_options import fold_extra_info
 
         return fold_extra_info(cls, data)
 
     @model_validator(mode="after")
     def _check_xtuner_options(self) -> ScorerJudgerConfig:
-        from judger.presets.xtuner_options import check_options
 
         check_options(self)
         return self
@@ -210,8 +208,6 @@ class ScorerJudgerConfig(JudgerConfig):
 
     def build_local(self) -> Judger:
         if self.reward_handler is not None:
-            from judger.presets.xtuner_options import build_with_handler
-
             return build_with_handler(self)
         judger = self.judger_class()(
             self.judger_name,

@@ -14,6 +14,7 @@ from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
+from judger.scorers.code import compute_score, score_async
 
 
 class CodeJudger(ScorerJudger):
@@ -36,7 +37,6 @@ class CodeJudger(ScorerJudger):
         timeout: float = 300.0,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
-        from judger.scorers.code import compute_score
 
         super().__init__(
             judger_name,
@@ -62,7 +62,6 @@ class CodeJudger(ScorerJudger):
         return slots
 
     async def _score_one(self, payload: Payload) -> Any:
-        from judger.scorers.code import score_async
 
         args, kwargs = self._call_args(payload)
         kwargs.pop("limits", None)
@@ -114,7 +113,6 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.code import compute_score
 
         return compute_score
 

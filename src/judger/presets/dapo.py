@@ -10,6 +10,7 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
+from judger.scorers.math.dapo import compute_score
 
 
 def token_count(tokenizer: Any, text: str) -> int:
@@ -180,7 +181,6 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math.dapo import compute_score
 
         return compute_score
 

@@ -10,6 +10,7 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
+from judger.scorers.math.geo3k import compute_score
 
 
 class GEO3KJudger(ScorerJudger):
@@ -65,7 +66,6 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math.geo3k import compute_score
 
         return compute_score
 

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from judger.presets.base import Execution, ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.inline import InlineScorerJudger
+from judger.scorers.math.gsm8k import CLIP_CHARS, compute_score, make_batch_scorer
 
 
 class GSM8KJudgerConfig(ScorerJudgerConfig):
@@ -31,7 +32,6 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     execution: Execution = "inline"
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math.gsm8k import compute_score
 
         return compute_score
 
@@ -47,7 +47,6 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
         return InlineScorerJudger if self.execution == "inline" else ScorerJudger
 
     def judger_options(self) -> dict[str, Any]:
-        from judger.scorers.math.gsm8k import CLIP_CHARS, make_batch_scorer
 
         # both extraction methods read only the last CLIP_CHARS characters
         options: dict[str, Any] = {"response_window": CLIP_CHARS}

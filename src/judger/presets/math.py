@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.reward import compute_score
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -36,8 +38,6 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            from judger.scorers.math.boxed import last_boxed
-
             payload["response"] = last_boxed(response)
             payload["scorer_kwargs"] = {"extracted": True}
         return payload
@@ -70,7 +70,6 @@ class MathJudgerConfig(ScorerJudgerConfig):
         return default_execution(data)
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math.reward import compute_score
 
         return compute_score
 

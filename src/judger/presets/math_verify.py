@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
+from judger.scorers.math.verify import compute_score
 
 
 def _process_by_default(data: Any) -> Any:
@@ -66,7 +67,6 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
         return _process_by_default(data)
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.math.verify import compute_score
 
         return compute_score
 

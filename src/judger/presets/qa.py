@@ -8,6 +8,7 @@ from pydantic import Field
 
 from judger.presets.base import Execution, ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.inline import InlineScorerJudger
+from judger.scorers.qa import compute_score
 
 
 class QAExactMatchJudgerConfig(ScorerJudgerConfig):
@@ -25,7 +26,6 @@ class QAExactMatchJudgerConfig(ScorerJudgerConfig):
     execution: Execution = "inline"
 
     def scorer(self) -> ScorerFn:
-        from judger.scorers.qa import compute_score
 
         return compute_score
 

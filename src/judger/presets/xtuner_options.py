@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from judger.judgers.config import JudgerConfig
+from judger.judgers.native import NativeJudger
+
 if TYPE_CHECKING:
     from judger.core.judger import Judger
     from judger.presets.base import ScorerJudgerConfig
@@ -67,7 +70,6 @@ def check_options(cfg: ScorerJudgerConfig) -> None:
             f"{name} always scores with its own scorer (XTuner has no such preset to take a "
             "reward_handler); use JudgerConfig(judger_name=..., reward_handler=...) for a handler"
         )
-    from judger.judgers.config import JudgerConfig
 
     unused = sorted(
         field
@@ -86,7 +88,6 @@ def check_options(cfg: ScorerJudgerConfig) -> None:
 
 def build_with_handler(cfg: ScorerJudgerConfig) -> Judger:
     """XTuner's preset with a ``reward_handler`` of its own: a NativeJudger over that handler."""
-    from judger.judgers.native import NativeJudger
 
     return NativeJudger(
         judger_name=cfg.judger_name,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from judger.core.judger import Judger
+from judger.judgers.config import JudgerConfig
 from judger.remote.cluster import DEFAULT_MAX_RESTARTS, ensure_ray, kill_actor, spawn_actor
 from judger.remote.dispatch import (
     DEFAULT_CHUNK_SIZE,
@@ -12,6 +14,7 @@ from judger.remote.dispatch import (
     Dispatcher,
     Replica,
 )
+from judger.remote.foreign_actor import ForeignActor, speaks_judger_protocol
 from judger.remote.ray_judger import RayJudger, default_call_timeout
 
 if TYPE_CHECKING:
@@ -63,7 +66,6 @@ class RemoteJudger(RayJudger):
         call_timeout: float | None = None,
         replica_name: str | None = None,
     ) -> None:
-        from judger.judgers.config import JudgerConfig
 
         if judger_config is not None and not isinstance(judger_config, JudgerConfig):
             if actor is not None:
@@ -134,8 +136,6 @@ class RemoteJudger(RayJudger):
         call_timeout: float | None,
         replica_name: str | None,
     ) -> None:
-        from judger.core.judger import Judger
-        from judger.remote.foreign_actor import ForeignActor, speaks_judger_protocol
 
         if actor is None:
             raise TypeError(

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from judger.runtime.sandbox.fusion import run_tests_remote
 from judger.runtime.sandbox.runner import (
     Isolation,
     Mode,
@@ -291,8 +292,6 @@ async def score_async(
     if n == 0:
         return _empty(code, 0, "failed", "no tests")
     if sandbox_fusion_url:
-        from judger.runtime.sandbox.fusion import run_tests_remote
-
         result = await run_tests_remote(
             sandbox_fusion_url,
             code,

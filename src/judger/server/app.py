@@ -30,6 +30,7 @@ from judger.core.errors import RoutingError
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
+from judger.presets.base import ScorerJudger
 from judger.server.batching import MicroBatcher
 from judger.server.body import BodyError, BodyLimits, costly, parse_json
 from judger.server.guard import GuardMiddleware
@@ -190,7 +191,6 @@ def create_app(
     if micro_batch is None:
         # only where a batch keeps per-sample deadlines: a generic Judger's batch call shares one
         # deadline, so one slow request could time out the requests batched with it
-        from judger.presets.base import ScorerJudger
 
         micro_batch = isinstance(live, ScorerJudger)
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)

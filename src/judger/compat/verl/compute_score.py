@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from judger.compat.verl.routes import Compat, Route, find_route
 from judger.core.errors import JudgerError
+from judger.runtime.procpool.pool import shared_pool
+from judger.scorers.math.boxed import last_boxed
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +73,9 @@ def _score_on_pool(
     timeout: float,
     on_failure: str,
 ) -> dict[str, Any]:
-    from judger.runtime.procpool.pool import shared_pool
 
     if route.boxed_input and isinstance(solution_str, str):
         # the boxed answer is found here (a linear scan) so only a few characters cross to the worker
-        from judger.scorers.math.boxed import last_boxed
 
         solution_str = last_boxed(solution_str)
         options = {**options, "extracted": True}

@@ -37,6 +37,8 @@ from typing import Any
 
 from judger.compat.verl.batch import DEFAULT_EXTRA_KEYS, FailureLog, judge_rows, result_of, run_sync
 from judger.core.judger import BaseJudger
+from judger.judgers.config import JudgerConfig
+from judger.judgers.handlers import import_object
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +116,6 @@ class VerlCall:
 
 
 def _build_judger(option: Any) -> BaseJudger:
-    from judger.judgers.handlers import import_object
 
     obj = import_object(option) if isinstance(option, str) else option
     if isinstance(obj, BaseJudger):
@@ -169,8 +170,6 @@ class NaiveRewardManager:
 
             self.judger = default_judger_config(compat=self.compat).build()
         else:
-            from judger.judgers.config import JudgerConfig
-
             handler: Any = raw_fn
             if "solution_strs" not in inspect.signature(raw_fn).parameters:
                 handler = VerlCall(raw_fn, fn_kwargs)

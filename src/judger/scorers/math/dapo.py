@@ -28,6 +28,7 @@ import re
 from typing import Any, Literal
 
 from judger.scorers.math.boxed import last_boxed_strict_verl, remove_boxed_verl
+from judger.scorers.math.reward import grade_answer
 
 Compat = Literal["verl"] | None
 
@@ -140,7 +141,6 @@ def _strict_box(text: str, ground_truth: Any) -> tuple[bool, str | None]:
 def _equivalent(pred: str, gold: str) -> bool:
     if not pred or not gold or pred == INVALID:
         return False
-    from judger.scorers.math.reward import grade_answer
 
     return grade_answer(pred, gold)
 

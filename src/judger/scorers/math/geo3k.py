@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.reward import grade_answer
 
 Compat = Literal["verl"] | None
 
@@ -66,8 +67,6 @@ def compute_score(
     if compat == "verl":
         acc, pred = _grade_mathruler(solution_str, ground_truth, use_boxed)
     elif compat is None:
-        from judger.scorers.math.reward import grade_answer
-
         pred = last_boxed(solution_str) if use_boxed else solution_str.strip()
         acc = grade_answer(pred, ground_truth) if pred else False
     else:

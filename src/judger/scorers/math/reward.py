@@ -20,6 +20,7 @@ import re
 from typing import Any, Literal
 
 from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math.grade import equivalent
 from judger.scorers.math.numeric import numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
 
@@ -78,7 +79,6 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     :mod:`~judger.scorers.math.numeric`, no LaTeX parser involved), then Math-Verify's symbolic and
     numeric equivalence.
     """
-    from judger.scorers.math.grade import equivalent
 
     gold = ground_truth_text(ground_truth)
     if answer == gold:

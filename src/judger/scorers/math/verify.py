@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from judger.scorers.math.grade import parse_boxed, parse_response, verify_parsed
+
 Compat = Literal["verl"] | None
 
 
@@ -64,7 +66,6 @@ def compute_score(
         return compute_score_verl(solution_str, ground_truth)
     if compat is not None:
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
-    from judger.scorers.math.grade import parse_boxed, parse_response, verify_parsed
 
     if ground_truth is None:
         raise ValueError("math_verify scorer: the ground truth is None (reward_model.ground_truth missing?)")
