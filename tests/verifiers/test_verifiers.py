@@ -12,7 +12,7 @@ from judger import CompassVerifierV2Config, RolloutState, Status
 from judger.core.errors import JudgerError
 from judger.testing.fake_openai import FakeOpenAI
 from judger.testing.servers import free_port
-from judger.verifiers import ChatHostPool, LLMJudgerConfig, normalize_host
+from judger.verifiers import ChatHosts, LLMJudgerConfig, normalize_host
 
 Fake = tuple[FakeOpenAI, str]
 
@@ -273,7 +273,7 @@ def test_config_validation() -> None:
 
 
 async def test_pool_prefers_least_loaded_healthy_host() -> None:
-    pool = ChatHostPool(["a:1", "b:1", "c:1"])
+    pool = ChatHosts(["a:1", "b:1", "c:1"])
     a, b, c = pool.hosts
     a.in_flight, b.in_flight, c.in_flight = 3, 1, 2
     assert pool.pick(set()) is b

@@ -146,7 +146,7 @@ class NativeJudger(BatchJudger):
             self._extra_info(payload),
         )
 
-    def _executor_(self) -> ThreadPoolExecutor:
+    def _thread_pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 self.num_threads, thread_name_prefix=f"judger-{self.judger_name}"
@@ -180,7 +180,7 @@ class NativeJudger(BatchJudger):
                 raise result
             return result
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor_(), lambda: handler.call(*self._args(payload)))
+        return await loop.run_in_executor(self._thread_pool(), lambda: handler.call(*self._args(payload)))
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         if self.handler.kind == "sync" and self.execution == "thread" and not self.handler.batched:
@@ -217,7 +217,7 @@ class NativeJudger(BatchJudger):
             outputs = handler.normalise(await handler.call(*columns))
         else:
             loop = asyncio.get_running_loop()
-            outputs = await loop.run_in_executor(self._executor_(), lambda: handler.call(*columns))
+            outputs = await loop.run_in_executor(self._thread_pool(), lambda: handler.call(*columns))
         if not isinstance(outputs, (list, tuple)):
             raise JudgerOutputError(
                 f"judger {self.judger_name!r}: batch handler returned {type(outputs).__name__} for "
@@ -274,7 +274,7 @@ class NativeJudger(BatchJudger):
     async def _drive_chunk(self, payloads: Sequence[JudgerPayload], lo: int, hi: int, out: list[Any]) -> None:
         while lo < hi:
             chunk = _Chunk(lo, hi - lo)
-            future = asyncio.wrap_future(self._executor_().submit(self._score_chunk, chunk, payloads))
+            future = asyncio.wrap_future(self._thread_pool().submit(self._score_chunk, chunk, payloads))
             stuck_at: int | None = None
             while not future.done():
                 current = chunk.current

@@ -47,10 +47,10 @@ class JudgerPool(RayJudger):
         name = judger_name or first.judger_name
         self.replicas: list[RemoteJudger] = list(replicas)
         for i, replica in enumerate(self.replicas):
-            replica.replica.name = f"{name}[{i}]"
+            replica.endpoint.name = f"{name}[{i}]"
         dispatcher = Dispatcher(
             name,
-            [r.replica for r in self.replicas],
+            [r.endpoint for r in self.replicas],
             call_timeout=first.call_timeout_of if call_timeout is None else (lambda n: call_timeout),
             chunk_size=chunk_size,
             max_in_flight=max_in_flight,

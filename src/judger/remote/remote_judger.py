@@ -106,7 +106,7 @@ class RemoteJudger(RayJudger):
                 max_concurrency=max_in_flight + _SPARE_ACTOR_CALLS,
                 max_restarts=max_restarts,
             )
-        self.replica = Replica(actor, replica_name or f"{local.judger_name}[0]")
+        self.endpoint = Replica(actor, replica_name or f"{local.judger_name}[0]")
         actor_threads = getattr(self.judger_config, "num_threads", None)
         if call_timeout is None:
             timeout_of = default_call_timeout(local, actor_threads)
@@ -115,7 +115,7 @@ class RemoteJudger(RayJudger):
         self.call_timeout_of = timeout_of
         dispatcher = Dispatcher(
             local.judger_name,
-            [self.replica],
+            [self.endpoint],
             call_timeout=timeout_of,
             chunk_size=chunk_size,
             max_in_flight=max_in_flight,
@@ -148,12 +148,12 @@ class RemoteJudger(RayJudger):
         self.judger_config = None
         foreign = not speaks_judger_protocol(actor)
         handle = ForeignActor(actor, name) if foreign else actor
-        self.replica = Replica(handle, replica_name or f"{name}[0]")
+        self.endpoint = Replica(handle, replica_name or f"{name}[0]")
         timeout_of = default_call_timeout(local) if call_timeout is None else (lambda n: call_timeout)
         self.call_timeout_of = timeout_of
         dispatcher = Dispatcher(
             name,
-            [self.replica],
+            [self.endpoint],
             call_timeout=timeout_of,
             # XTuner's protocol takes one payload per call, each under its own deadline: a chunk
             # would share one deadline, and a hung payload would fail its neighbours
@@ -177,10 +177,10 @@ class RemoteJudger(RayJudger):
         """The actor's own counters: pid, calls, payloads, payload keys received."""
         import asyncio
 
-        return await asyncio.wrap_future(self.replica.handle.stats.remote().future())
+        return await asyncio.wrap_future(self.endpoint.handle.stats.remote().future())
 
     def _kill_actors(self) -> None:
-        self.replica.closed = True
+        self.endpoint.closed = True
         kill_actor(self._actor, restart=False)
 
 
@@ -189,7 +189,7 @@ def wait_actors_ready(judgers: list[RemoteJudger], timeout: float) -> None:
     import ray
     from ray.exceptions import GetTimeoutError
 
-    refs = [j.replica.handle.stats.remote() for j in judgers]
+    refs = [j.endpoint.handle.stats.remote() for j in judgers]
     try:
         ray.get(refs, timeout=timeout)
     except GetTimeoutError as exc:

@@ -47,7 +47,7 @@ from judger.server.models import (
 from judger.server.requests import get_reward_states, judge_states, judge_states_json, reward_state
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-DEFAULT_MAX_CONCURRENCY = 512
+DEFAULT_MAX_IN_FLIGHT_REQUESTS = 512
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_FAILURE_REWARD = 0.0
 JUDGE_PATHS = ("/reward", "/judge", "/get_reward")
@@ -137,7 +137,7 @@ def create_app(
     *,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    max_concurrency: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS,
     retry_after: float = 1.0,
     close_judger: bool = True,
     body_limits: BodyLimits | None = None,

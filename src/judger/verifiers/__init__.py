@@ -2,7 +2,7 @@
 
 from judger.verifiers.cascade import CascadeJudger, CascadeJudgerConfig, rule_says_correct
 from judger.verifiers.compass import CompassVerifierV2Config, CompassVerifierV2Judger
-from judger.verifiers.hosts import ChatHostPool, ChatReply, normalize_host
+from judger.verifiers.hosts import ChatHosts, ChatReply, normalize_host
 from judger.verifiers.llm import LLMJudger, LLMJudgerConfig
 from judger.verifiers.prompts import GRADER_PROMPT, render_prompt, split_grading_prompt
 from judger.verifiers.truncation import DEFAULT_FINISH_WORDS, cut_response
@@ -13,7 +13,7 @@ __all__ = [
     "GRADER_PROMPT",
     "CascadeJudger",
     "CascadeJudgerConfig",
-    "ChatHostPool",
+    "ChatHosts",
     "ChatReply",
     "CompassVerifierV2Config",
     "CompassVerifierV2Judger",

@@ -64,7 +64,7 @@ class ChatReply:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
-class ChatHostPool:
+class ChatHosts:
     """Send chat completions to the least-loaded healthy host, retrying failures on other hosts.
 
     ``max_concurrency`` bounds the requests in flight across all hosts (per event loop);

@@ -21,7 +21,7 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
-from judger.verifiers.hosts import ChatHostPool
+from judger.verifiers.hosts import ChatHosts
 from judger.verifiers.prompts import GRADER_PROMPT, check_template, render_prompt
 from judger.verifiers.truncation import STRIP_TOKENS, cut_response
 from judger.verifiers.verdicts import VerdictParseError, VerdictParser, resolve_parser
@@ -99,7 +99,7 @@ class LLMJudger(BatchJudger):
         self.max_response_lines = max_response_lines
         self.max_response_chars = max_response_chars
         # no network here: model names are looked up on the first request, in the event loop
-        self.pool = ChatHostPool(
+        self.pool = ChatHosts(
             hosts,
             model=model,
             api_key=api_key,

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_INPUT_BYTES",
-    "DEFAULT_TIMEOUT",
     "InputTooLargeError",
     "PoolClosedError",
     "ProcessPool",
@@ -56,7 +56,7 @@ __all__ = [
     "shared_pool_options",
 ]
 
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_CALL_TIMEOUT = 30.0
 DEFAULT_MAX_INPUT_BYTES = 8 * 1024 * 1024
 
 Call = tuple[Sequence[Any], dict[str, Any]]
@@ -90,7 +90,7 @@ class ProcessPool:
         self,
         workers: int | None = None,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = DEFAULT_CALL_TIMEOUT,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         start_method: str | None = None,
         preload: Sequence[str] = (),

@@ -61,8 +61,20 @@ def _python_binds() -> list[str]:
             roots.append(path)  # a venv reached through a symlinked path
     args: list[str] = []
     for root in roots:
-        args += ["--ro-bind", root, root]
+        args += ["--ro-bind", root, inside_path(root)]
     return args
+
+
+# Host paths under the scratch mount point (a venv in a temp dir, a CI clone under /tmp) would be
+# hidden by the scratch tmpfs, or show up in it: they are bound under this prefix instead.
+RELOCATED = "/opt/judger-host"
+
+
+def inside_path(path: str) -> str:
+    """Where host ``path`` (of the Python install) appears inside the sandbox."""
+    if path == SCRATCH or path.startswith(SCRATCH + os.sep):
+        return RELOCATED + path
+    return path
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,7 +142,7 @@ def command(*, scratch_bytes: int, seccomp_fd: int | None) -> list[str]:
     ]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    return [*args, sys.executable, "-I", f"{MOUNT_POINT}/supervisor.py"]
+    return [*args, inside_path(sys.executable), "-I", f"{MOUNT_POINT}/supervisor.py"]
 
 
 @functools.lru_cache(maxsize=1)
