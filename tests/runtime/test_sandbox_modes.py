@@ -70,3 +70,22 @@ async def test_a_sandbox_that_cannot_start_is_a_judge_failure_not_a_score(
     (out,) = await judger.batch_judge([state])
     assert out.status == Status.FAILED
     assert "failed to start" in (out.error_msg or "")
+
+
+async def test_an_interpreter_under_tmp_runs_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a CI clone or a venv in a temp dir lives under /tmp, where the sandbox mounts its scratch: the
+    # install is bound elsewhere, so the program runs and its scratch still holds only its own files
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert str(venv).startswith("/tmp/")
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    tests = {"inputs": [""], "outputs": ["['a.txt']"]}
+    program = "import os\nopen('a.txt', 'w').write('x')\nprint(sorted(os.listdir('.')))"
+    result = await score_async(fenced(program), tests, limits=SandboxLimits(wall_s=5.0, cpu_s=5.0))
+    assert result["score"] == 1.0, result
