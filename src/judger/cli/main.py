@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from judger import __version__
+
 # Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args) -> int``;
 # modules are imported only when their subcommand runs, so ``judger score`` never loads FastAPI.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -34,7 +36,6 @@ def _module(name: str) -> ModuleType:
 
 
 def _version() -> str:
-    from judger import __version__
 
     return __version__
 

@@ -33,6 +33,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from judger.compat.verl.router import default_judger_config
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
@@ -54,8 +55,6 @@ def resolve_judger(source: Any) -> BaseJudger:
         if source.startswith(("http://", "https://")):
             return JudgerConfig(judger_name="remote", reward_handler=source).build()
         if source.lower() == "verl":
-            from judger.compat.verl.router import default_judger_config
-
             return default_judger_config().build()
         import judger.presets as presets
 

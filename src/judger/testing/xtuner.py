@@ -28,7 +28,9 @@ from typing import Any
 
 from pydantic import Field
 
+from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
+from judger.presets.gsm8k import GSM8KJudgerConfig
 from judger.testing.servers import LoopbackServer
 
 ROWS = 48
@@ -37,9 +39,6 @@ ROWS = 48
 def gsm8k_app() -> Any:
     """XTuner's test server: ``POST /judge`` with the URL-handler protocol, GSM8K's reward back."""
     from fastapi import FastAPI
-
-    from judger.core.rollout import RolloutState
-    from judger.presets.gsm8k import GSM8KJudgerConfig
 
     app = FastAPI()
 

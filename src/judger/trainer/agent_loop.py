@@ -31,7 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
+from judger.trainer.controller import RolloutController
 from judger.trainer.sample_params import SampleParams, as_sample_params
+from judger.trainer.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
     from judger.trainer.controller import RolloutController
@@ -77,7 +79,6 @@ class SingleTurnAgentLoopConfig(BaseModel):
 
     def load_tokenizer(self) -> Any:
         """``hf_checkpoint``'s tokenizer when transformers can load it from local files, else None."""
-        from judger.trainer.tokenizer import load_tokenizer
 
         return load_tokenizer(self.hf_checkpoint)
 
@@ -265,7 +266,6 @@ class SingleTurnAgentLoop:
         tokenize: Callable[[str], list[int]] | None = None,
         render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
     ) -> None:
-        from judger.trainer.controller import RolloutController
 
         self.config = config
         self.judger = judger

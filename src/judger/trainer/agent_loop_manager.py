@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState
+from judger.judgers import config as judger_configs
 from judger.trainer.agent_loop import SingleTurnAgentLoop
 from judger.trainer.controller import RolloutController, RolloutControllerConfig
 from judger.trainer.replay_buffer import ReplayBuffer, ReplayBufferConfig
@@ -55,7 +56,6 @@ class AgentLoopManagerConfig(BaseModel):
         return tasks
 
     def build(self, tokenizer: Any = None) -> AgentLoopManager:
-        from judger.judgers.config import build_judger
 
         models = {m for t in self.tasks if (m := t.agent_loop_config.served_model()) is not None}
         if self.rollout_config.model is None and len(models) > 1:
@@ -71,7 +71,7 @@ class AgentLoopManagerConfig(BaseModel):
         try:
             for spec in self.tasks:
                 sampler = spec.sampler_config.build(tokenizer=tokenizer)
-                judger = build_judger(spec.judger_config)
+                judger = judger_configs.build_judger(spec.judger_config)
                 loop = SingleTurnAgentLoop(spec.agent_loop_config, controller, judger)
                 tasks.append(Task(spec, sampler, loop, judger))
         except BaseException:

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judger.core.rollout import RolloutState
-from judger.trainer.io import RowError, iter_rows
+from judger.trainer.io import RowError, decode_nested, iter_rows, messages_of
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,6 @@ def _text(row: dict[str, Any], name: str) -> str:
 
 
 def _verl_prompt(row: dict[str, Any]) -> tuple[list[dict[str, Any]], str | dict[str, Any], dict[str, Any]]:
-    from judger.trainer.io import decode_nested, messages_of
 
     missing = [c for c in ("prompt", "data_source", "reward_model") if row.get(c) is None]
     if missing:
@@ -181,8 +180,6 @@ class Sampler:
                 )
         extra_info: dict[str, Any] = {}
         if fmt == "verl":
-            from judger.trainer.io import decode_nested
-
             message, data_source, reward_model = _verl_prompt(row)
             info = decode_nested(row.get("extra_info"), "{")
             if info is not None and not isinstance(info, dict):

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from judger.compat.verl.batch import DEFAULT_EXTRA_KEYS, FailureLog, judge_rows, result_of, run_sync
+from judger.compat.verl.router import default_judger_config
 from judger.core.judger import BaseJudger
 from judger.judgers.config import JudgerConfig
 from judger.judgers.handlers import import_object
@@ -166,8 +167,6 @@ class NaiveRewardManager:
         if judger_option is not None:
             self.judger = _build_judger(judger_option)
         elif raw_fn is None or _is_default_compute_score(raw_fn):
-            from judger.compat.verl.router import default_judger_config
-
             self.judger = default_judger_config(compat=self.compat).build()
         else:
             handler: Any = raw_fn
