@@ -15,6 +15,8 @@ import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
+from judger.compat.verl.result import RESULT_KEYS, VerlScore
+from judger.compat.verl.router import default_judger_config
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -134,8 +136,6 @@ def _router(compat: Any, timeout: float) -> BaseJudger:
     key = (compat, timeout)
     judger = _router_judgers.get(key)
     if judger is None:
-        from judger.compat.verl.router import default_judger_config
-
         judger = _router_judgers[key] = default_judger_config(compat=compat).build()
     return judger
 
@@ -155,7 +155,6 @@ def score_batch(
     **ignored: Any,
 ) -> list[Any]:
     """See :func:`judger.compat.verl.compute_score.default_compute_score_batch`."""
-    from judger.compat.verl.compute_score import RESULT_KEYS, VerlScore
 
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")

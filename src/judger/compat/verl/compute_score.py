@@ -14,6 +14,8 @@ import pkgutil
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from judger.compat.verl.batch import score_batch
+from judger.compat.verl.result import VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route
 from judger.core.errors import JudgerError
 from judger.runtime.procpool.pool import shared_pool
@@ -22,32 +24,8 @@ from judger.scorers.math.boxed import last_boxed
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEAVY_TIMEOUT = 10.0
-RESULT_KEYS = ("score", "acc", "pred")
-"""What every route returns by default: verl's managers collect ``reward_extra_info`` across data
-sources, and its reward loop takes the keys of the first sample for the whole batch."""
-
 _warned: dict[str, bool] = {"sandbox_fusion_url": False}
 _missing_labels = {"count": 0}
-
-
-class VerlScore(dict):
-    """A result dict that also answers ``[0]`` with its score and converts with ``float()``.
-
-    verl's naive / DAPO / batch managers and its reward loop read the dict; verl's prime manager
-    reads ``float(result[0])`` (a tuple convention), which on a plain dict raises and makes verl score
-    the whole batch 0. This dict serves both.
-    """
-
-    def __getitem__(self, key: Any) -> Any:
-        if key == 0 and not isinstance(key, bool) and 0 not in self:
-            return dict.__getitem__(self, "score")
-        return dict.__getitem__(self, key)
-
-    def __float__(self) -> float:
-        return float(self["score"])
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (VerlScore, (dict(self),))
 
 
 def _missing_label(data_source: Any, on_failure: str) -> dict[str, Any]:
@@ -166,7 +144,6 @@ def _default_compute_score_batch(
     ``full_output``). A sample that fails to be judged scores 0.0 with a warning, or raises with
     ``on_failure="raise"``. One result per sample, in order.
     """
-    from judger.compat.verl.batch import score_batch
 
     return score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from judger.compat.verl.batch import run_sync
+from judger.compat.verl.compute_score import default_compute_score
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -94,13 +95,6 @@ def union_extra_info(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Any
 
 
 def _default_compute_score() -> ScoreFn:
-    try:
-        from judger.compat.verl import default_compute_score
-    except ImportError as exc:
-        raise ImportError(
-            "compute_score=None means verl's dispatch, from judger.compat.verl, "
-            f"which is not available ({exc})"
-        ) from exc
     return default_compute_score
 
 
