@@ -39,9 +39,12 @@ import _posixsubprocess, os, sys
 def unhooked(code, wait=True):
     r, w = os.pipe()
     er, ew = os.pipe()
-    pid = _posixsubprocess.fork_exec(
-        [sys.executable, "-c", code], [os.fsencode(sys.executable)], True, (ew,), None, None,
-        -1, -1, -1, w, -1, -1, er, ew, True, True, -1, None, None, None, -1, None, False)
+    head = ([sys.executable, "-c", code], [os.fsencode(sys.executable)], True, (ew,), None, None,
+            -1, -1, -1, w, -1, -1, er, ew, True, True)
+    if sys.version_info >= (3, 11):  # process_group and use_vfork joined the signature in 3.11
+        pid = _posixsubprocess.fork_exec(*head, -1, None, None, None, -1, None, False)
+    else:
+        pid = _posixsubprocess.fork_exec(*head, None, None, None, -1, None)
     os.close(w); os.close(ew)
     if not wait:
         return ""

@@ -77,11 +77,15 @@ async def test_an_interpreter_under_tmp_runs_in_the_sandbox(
 ) -> None:
     # a CI clone or a venv in a temp dir lives under /tmp, where the sandbox mounts its scratch: the
     # install is bound elsewhere, so the program runs and its scratch still holds only its own files
+    import os
     import subprocess
     import sys
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # made from the base interpreter, as a CI machine's venv is (a venv made from inside another
+    # venv links to that venv's python, which the sandbox does not mount)
+    base = os.path.realpath(sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
     assert str(venv).startswith("/tmp/")
     monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
     monkeypatch.setattr(sys, "prefix", str(venv))
