@@ -220,6 +220,19 @@ def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> 
     return best, worst
 
 
+def _distinct_rows(group_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct rows, row of each group)``: groups with the same values share one resampling.
+
+    Best and worst of a resample depend only on the group's values, and 0/1 variables over groups of
+    eight have at most 256 distinct rows however many prompts there are. The row sums run over the
+    same values in the same order, so the results are the same bits as row by row.
+    """
+    distinct, row_of = np.unique(group_vals, axis=0, return_inverse=True)
+    if len(distinct) * 2 > len(group_vals):
+        return group_vals, np.arange(len(group_vals))
+    return distinct, np.asarray(row_of).reshape(-1)
+
+
 def _pred_codes(preds: Sequence[Any]) -> np.ndarray:
     """One integer per sample, equal exactly when the predictions are equal (as dict keys)."""
     seen: dict[Hashable, int] = {}
@@ -375,16 +388,20 @@ def process_validation_metrics(
             correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
             # ... and when the variable has a value for every sample of the uid
             voting = (group_sizes[gids] == n) & all_preds[gids] if preds is not None else None
+            rows: tuple[np.ndarray, np.ndarray] | None = None
             for k in bootstrap_sizes(n):
                 idx = indices.get((n, k))
                 if idx is None:
                     # one randint call draws the same stream as verl's n_bootstrap choice() calls
                     idx = indices[(n, k)] = np.random.RandomState(seed).randint(0, n, size=(n_bootstrap, k))
-                best, worst = _best_worst(group_vals, idx, levels)
-                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1))
-                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
-                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
-                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1))
+                if rows is None:
+                    rows = _distinct_rows(group_vals)
+                distinct, row_of = rows
+                best, worst = _best_worst(distinct, idx, levels)
+                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1)[row_of])
                 if preds is not None and voting is not None and voting.any():
                     cols = layout.maj_cache.get((n, k))
                     if cols is None:
