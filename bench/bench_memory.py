@@ -1,6 +1,6 @@
 """Peak memory of 100k judged GSM8K states against plain dicts from the same scorer (issue 12).
 
-    PYTHONPATH=src .venv/bin/python bench/bench_memory.py [--rows 100000] [--repeat 1]
+    PYTHONPATH=src .venv/bin/python bench/bench_memory.py [--rows 100000] [--repeat 1] [--before SRC]
 
 The rows are verl-layout GSM8K rows (``bench_cli_score.gsm8k_rows``: the bundled test set cycled,
 every fourth answer wrong, each row with its own ``extra_info``). Each side runs in a fresh process:
@@ -65,15 +65,15 @@ def child(variant: str, path: Path, trace: bool) -> None:
     print(json.dumps({"n": n, "peak": peak, "rss_growth": (rss1 - rss0) * 1024}))
 
 
-def measure(variant: str, path: Path) -> dict[str, int]:
+def measure(variant: str, path: Path, src: Path = ROOT / "src") -> dict[str, int]:
     """tracemalloc's peak from one process, RSS growth from another (tracemalloc's own tables inflate it)."""
-    traced = _run(variant, path, "trace")
-    plain = _run(variant, path, "rss")
+    traced = _run(variant, path, "trace", src)
+    plain = _run(variant, path, "rss", src)
     return {"n": traced["n"], "peak": traced["peak"], "rss_growth": plain["rss_growth"]}
 
 
-def _run(variant: str, path: Path, mode: str) -> dict[str, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def _run(variant: str, path: Path, mode: str, src: Path) -> dict[str, int]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     out = subprocess.run(
         [sys.executable, __file__, "--child", variant, str(path), mode],
         check=True,
@@ -89,6 +89,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--child", nargs=3, metavar=("VARIANT", "PATH", "MODE"))
+    ap.add_argument(
+        "--before", type=Path, help="another checkout's src/: its RolloutStates measured in the same rounds"
+    )
     args = ap.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), args.child[2] == "trace")
@@ -115,6 +118,13 @@ def main() -> None:
                 f"| {states['peak'] / dicts['peak']:.2f}x "
                 f"| {states['rss_growth'] / dicts['rss_growth']:.2f}x | +{extra:.0f} B |"
             )
+            if args.before is not None:
+                old = measure("states", path, args.before.resolve())
+                print(
+                    f"| {i + 1}, before | | {old['peak'] / mb:.0f} MB / {old['rss_growth'] / mb:.0f} MB "
+                    f"| {old['peak'] / dicts['peak']:.2f}x | {old['rss_growth'] / dicts['rss_growth']:.2f}x "
+                    f"| +{(old['peak'] - dicts['peak']) / old['n']:.0f} B |"
+                )
 
 
 if __name__ == "__main__":
