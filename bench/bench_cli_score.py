@@ -1,6 +1,7 @@
 """`judger score` as a whole process (start to exit) against the raw scoring loop (issue 12).
 
     PYTHONPATH=src .venv/bin/python bench/bench_cli_score.py [--repeat 5] [--rows 10000]
+        [--skip-math] [--before /work/main/src]
 
 1. GSM8K: ``--rows`` verl-layout rows built from the bundled GSM8K test set (reference solutions,
    every fourth one with a wrong final answer; each row with its own ``extra_info``), scored by
@@ -10,6 +11,7 @@
    (json + Math-Verify's parse/verify in a loop). Target <= 1.2x.
 
 Each side is a fresh ``python`` process, timed from spawn to exit, alternating; medians.
+``--before SRC`` adds, in the same rounds, ``judger score`` run from another checkout's ``src``.
 """
 
 from __future__ import annotations
@@ -46,35 +48,56 @@ def gsm8k_rows(n: int, path: Path) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def wall(cmd: list[str]) -> float:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def wall(cmd: list[str], src: Path = ROOT / "src") -> float:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     start = time.perf_counter()
     subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 
-def compare(name: str, judger_cmd: list[str], raw_cmd: list[str], repeat: int, target: str) -> None:
+def compare(
+    name: str, judger_cmd: list[str], raw_cmd: list[str], repeat: int, target: str, before: Path | None
+) -> None:
     wall(judger_cmd)  # warm the page cache and the .pyc files
     wall(raw_cmd)
-    ours, raw = [], []
+    if before is not None:
+        wall(judger_cmd, before)
+    ours, raw, old = [], [], []
     for _ in range(repeat):
         ours.append(wall(judger_cmd))
         raw.append(wall(raw_cmd))
+        if before is not None:
+            old.append(wall(judger_cmd, before))
     a, b = statistics.median(ours), statistics.median(raw)
-    print(f"| {name} | {a:.2f} s | {b:.2f} s | {a / b:.2f}x | {target} |")
+    row = f"| {name} | {a:.2f} s | {b:.2f} s | {a / b:.2f}x | {target} |"
+    if before is not None:
+        c = statistics.median(old)
+        row += f" {c:.2f} s | {c / b:.2f}x |"
+    print(row)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--skip-math", action="store_true", help="only the GSM8K comparison")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout's src/ (e.g. /work/main/src): its `judger score` timed in the same rounds",
+    )
     args = ap.parse_args()
+    before = args.before.resolve() if args.before else None
     py = sys.executable
     score = [py, "-m", "judger.cli.main", "score", "--no-progress", "--format", "json"]
     load = os.getloadavg()[0]
     print("### `judger score`, whole process (issue 12)\n")
-    print("| input | judger score | raw loop | ratio | target |")
-    print("|---|---:|---:|---:|---|")
+    if before is None:
+        print("| input | judger score | raw loop | ratio | target |")
+        print("|---|---:|---:|---:|---|")
+    else:
+        print("| input | judger score | raw loop | ratio | target | before | ratio before |")
+        print("|---|---:|---:|---:|---|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         gsm = Path(tmp) / "gsm8k.jsonl"
         gsm8k_rows(args.rows, gsm)
@@ -84,14 +107,19 @@ def main() -> None:
             [py, str(ROOT / "bench" / "raw_score_gsm8k.py"), str(gsm)],
             args.repeat,
             "<= 2x",
+            before,
         )
     math_rows = DATA / "math_rollouts_dev.jsonl"
+    if args.skip_math:
+        print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
+        return
     compare(
         "MATH, 400 bundled rows",
         [*score, str(math_rows)],
         [py, str(ROOT / "bench" / "raw_score_math_verify.py"), str(math_rows)],
         args.repeat,
         "<= 1.2x",
+        before,
     )
     print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
 

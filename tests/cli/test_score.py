@@ -271,3 +271,36 @@ def test_raising_judger_and_unwritable_output(
         [str(toy_file), "-c", str(exact_match_config), "-o", str(blocker / "x.jsonl")], capsys
     )
     assert code == 2 and "cannot write" in err and "mean@2" in out  # the summary is still shown
+
+
+# --- start-up and garbage collection (issue 12) ---------------------------------------------------
+
+
+def test_in_process_runs_leave_the_collector_as_they_found_it(
+    toy_file: Path, exact_match_config: Path, capsys
+) -> None:
+    import gc
+
+    frozen = gc.get_freeze_count()
+    code, out, _ = _score([str(toy_file), "-c", str(exact_match_config), "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["samples"] == 5
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen  # freezing is only for the command's own process
+
+
+def test_own_process_freezes_what_it_read_and_json_mode_never_imports_rich(
+    toy_file: Path, exact_match_config: Path
+) -> None:
+    script = (
+        "import gc, sys\n"
+        "from judger.cli import process\n"
+        "from judger.cli.main import main\n"
+        "process.owned = True\n"
+        f"code = main(['score', '--no-progress', '--format', 'json', {str(toy_file)!r}, "
+        f"'-c', {str(exact_match_config)!r}])\n"
+        "rich = sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.'))\n"
+        "print('RESULT', code, gc.isenabled(), gc.get_freeze_count() > 0, rich, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "RESULT 0 True True []" in proc.stderr

@@ -97,3 +97,63 @@ def test_token_sequences_reject_the_usual_mix_ups(field: str, value: object, tex
     with pytest.raises(ValidationError) as info:
         RolloutState(**{field: value})
     assert field in str(info.value) and text in str(info.value)
+
+
+# --- from_checked: trusted construction without a second validation (issue 12) -------------------
+
+
+def _checked_values() -> dict[str, object]:
+    return {
+        "message": [{"role": "user", "content": "q"}],
+        "data_source": "gsm8k",
+        "reward_model": {"ground_truth": "7"},
+        "group_id": "g",
+        "response": "7",
+        "status": Status.COMPLETED,
+        "extra_fields": {"extra_info": {"index": 1}},
+    }
+
+
+def test_from_checked_equals_a_validated_state() -> None:
+    fast = RolloutState.from_checked(_checked_values())
+    slow = RolloutState(**_checked_values())
+    assert type(fast) is RolloutState
+    assert fast == slow
+    assert fast.model_dump() == slow.model_dump()
+    assert list(fast.__dict__) == list(slow.__dict__)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    fast.reward = {"score": 1.0}
+    assert "reward" in fast.model_fields_set
+    assert fast.model_copy(update={"response": "8"}).response == "8"
+
+
+def test_from_checked_gives_each_state_its_own_default_containers() -> None:
+    a = RolloutState.from_checked({"response": "x"})
+    b = RolloutState.from_checked({"response": "y"})
+    a.extra_fields["judge_failure"] = {"kind": "error"}
+    a.message.append({"role": "user", "content": "q"})
+    assert b.extra_fields == {} and b.message == []
+    assert a.model_fields_set == {"response"}
+
+
+def test_from_checked_keeps_the_rules_it_cannot_skip() -> None:
+    with pytest.raises(ValidationError, match="did you mean 'response'"):
+        RolloutState.from_checked({"respons": "x"})
+    # uid and rollout_id fill each other, as with validation
+    assert RolloutState.from_checked({"uid": 3}).rollout_id == 3
+
+    class Strict(RolloutState):
+        response: int | None = None  # type: ignore[assignment]
+
+    with pytest.raises(ValidationError):
+        Strict.from_checked({"response": "not a number"})
+
+
+def test_from_checked_state_is_smaller_than_a_validated_one() -> None:
+    import sys
+
+    fast = RolloutState.from_checked(_checked_values())
+    slow = RolloutState(**_checked_values())
+    # the set of given fields is sized once (472 bytes for seven names) instead of grown (728)
+    assert sys.getsizeof(fast.__pydantic_fields_set__) < sys.getsizeof(slow.__pydantic_fields_set__)

@@ -135,3 +135,51 @@ def test_bundled_example_data_reads_cleanly() -> None:
     assert got.errors == [] and len(got.states) == 400
     assert len({s.group_id for s in got.states}) == 50
     assert (example_data().parent / "LICENSE-qwen25-math-eval-data.txt").is_file()
+
+
+# --- states built without a second validation (issue 12) ------------------------------------------
+
+
+def test_read_states_equal_validated_ones(write_jsonl, row) -> None:
+    extra = row("7", "7", uid="u0")
+    extra["extra_info"] = {"index": 3}
+    extra["note"] = "kept"
+    several = {
+        "data_source": {"gsm8k": 1.0},
+        "prompt": [{"role": "user", "content": "q"}],
+        "responses": ["1", "2"],
+        "reward_model": {"ground_truth": "2"},
+    }
+    got = read_rollouts(write_jsonl([extra, several])).states
+    assert len(got) == 3
+    for state in got:
+        again = RolloutState.model_validate(state.model_dump())
+        assert state == again
+        assert state.model_dump_json() == again.model_dump_json()
+    assert got[0].extra_fields == {"extra_info": {"index": 3}, "columns": {"note": "kept"}}
+    # the responses of one row own their containers: editing one leaves its siblings alone
+    got[1].message[0]["content"] = "edited"
+    got[1].reward_model["ground_truth"] = "x"  # type: ignore[index]
+    assert got[2].message[0]["content"] == "q" and got[2].ground_truth == "2"
+
+
+def test_values_the_reader_does_not_check_still_meet_validation(write_jsonl, row) -> None:
+    bad_source = row("1", "1")
+    bad_source["data_source"] = 5
+    bool_uid = row("1", "1", uid="u")
+    bool_uid["uid"] = True
+    got = read_rollouts(write_jsonl([bad_source, bool_uid]))
+    assert [e.row for e in got.errors] == [1]
+    assert "data_source" in got.errors[0].message
+    assert got.states[0].group_id == RolloutState(group_id=True).group_id
+
+
+def test_parse_row_checks_keys_of_rows_not_from_a_decoder(row) -> None:
+    from pydantic import ValidationError
+
+    from judger.trainer.io import parse_row
+
+    odd = row("1", "1")
+    odd["reward_model"] = {"ground_truth": "1", 3: "x"}
+    with pytest.raises(ValidationError, match="reward_model"):
+        parse_row(odd, 1)

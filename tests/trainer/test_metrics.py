@@ -228,3 +228,67 @@ def test_vectorised_is_fast() -> None:
     elapsed = time.perf_counter() - start
     assert set(got["math"]) == {"score", "acc", "len"}
     assert elapsed < 3.0  # about 0.5 s here; generous for a shared 2-core machine
+
+
+# --- shared work (issue 12): patterns, distinct rows and equal variables computed once -------------
+
+
+def test_many_prompts_with_few_patterns_match_verl_bit_for_bit() -> None:
+    # 80 prompts of 4 samples, 0/1 values and two answers: far fewer agreement patterns and distinct
+    # rows than groups, and ``acc`` equal to ``score``, so every shared path is taken
+    rng = np.random.default_rng(3)
+    ds, uids, score, acc, pred = [], [], [], [], []
+    for p in range(80):
+        for _ in range(4):
+            right = bool(rng.random() < 0.6)
+            ds.append("gsm8k" if p % 3 else "math")
+            uids.append(f"u{p}")
+            acc.append(right)
+            score.append(1.0 if right else 0.0)
+            pred.append("42" if right else str(rng.integers(0, 2)))
+    infos: dict[str, list[Any]] = {"score": score, "acc": acc, "pred": pred}
+    expected = reference_metrics(ds, uids, infos, n_bootstrap=100)
+    got = process_validation_metrics(ds, uids, infos, n_bootstrap=100)
+    assert got == expected
+    assert list(got["gsm8k"]) == list(expected["gsm8k"]) == ["score", "acc"]
+    assert got["gsm8k"]["acc"] == got["gsm8k"]["score"]
+
+
+def test_majority_columns_shared_per_pattern_equal_per_group() -> None:
+    from judger.trainer.metrics import _maj_columns, _maj_columns_shared
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n = int(rng.integers(2, 13))
+        k = int(rng.choice([2, 4, n]))
+        codes = rng.integers(0, int(rng.integers(1, 4)), size=(int(rng.integers(1, 200)), n)) * 7
+        idx = np.random.RandomState(42).randint(0, n, size=(50, k))
+        assert np.array_equal(_maj_columns_shared(codes, idx), _maj_columns(codes, idx))
+
+
+def test_a_variable_that_differs_from_an_earlier_one_is_not_shared() -> None:
+    ds = ["d"] * 8
+    uids = ["a"] * 4 + ["b"] * 4
+    score = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    other = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    got = process_validation_metrics(ds, uids, {"score": score, "other": other}, n_bootstrap=50)
+    alone = process_validation_metrics(ds, uids, {"other": other}, n_bootstrap=50)
+    assert got["d"]["other"] == alone["d"]["other"]
+    assert got["d"]["other"]["mean@4"] != got["d"]["score"]["mean@4"]
+
+
+def test_prompt_groups_from_messages_key_equal_messages_together() -> None:
+    from judger.trainer.metrics import prompt_key
+
+    def state(content: Any, order: str = "rc") -> RolloutState:
+        message = {"role": "user", "content": content}
+        if order == "cr":
+            message = {"content": content, "role": "user"}
+        return RolloutState(message=[message])
+
+    assert prompt_key(state("q")) == prompt_key(state("q", "cr"))
+    assert prompt_key(state("q")) != prompt_key(state("q2"))
+    # unhashable (multimodal) content still groups by its JSON text
+    parts = [{"type": "text", "text": "q"}]
+    assert prompt_key(state(parts)) == prompt_key(state([dict(parts[0])], "cr"))
+    assert prompt_key(state(parts)) != prompt_key(state([{"type": "text", "text": "other"}]))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from judger import __version__
+from judger.cli import process
 
 # Each subcommand lives in its own module with ``add_parser(subparsers)`` and ``run(args) -> int``;
 # modules are imported only when their subcommand runs, so ``judger score`` never loads FastAPI.
@@ -57,6 +58,7 @@ def entry() -> None:
     output. Output is flushed, the worker processes are already closed, so the process ends at
     once. Only here, in the command's own process: :func:`main` stays a plain call for tests.
     """
+    process.owned = True
     code = main()
     try:
         sys.stdout.flush()

@@ -139,7 +139,10 @@ def _messages(prompt: Any) -> list[dict[str, Any]]:
     if hasattr(prompt, "tolist"):  # numpy arrays from pandas-written Parquet
         prompt = prompt.tolist()
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, dict) for m in prompt):
-        return [dict(m) for m in prompt]
+        messages = list(prompt)  # sized exactly: a comprehension over-allocates (24 bytes a state)
+        for i, m in enumerate(messages):
+            messages[i] = dict(m)
+        return messages
     raise ValueError(f"'prompt' must be a list of chat messages or a string, got {type(prompt).__name__}")
 
 
@@ -153,8 +156,12 @@ def _status(value: Any) -> Status:
         raise ValueError(f"'status' {value!r} is not one of {allowed}") from None
 
 
-def parse_row(row: Any, number: int) -> tuple[list[RolloutState], Layout]:
-    """The RolloutStates of one input row; raises ValueError saying what is wrong with it."""
+def parse_row(row: Any, number: int, *, decoded: bool = False) -> tuple[list[RolloutState], Layout]:
+    """The RolloutStates of one input row; raises ValueError saying what is wrong with it.
+
+    ``decoded``: the row comes from a JSON or Parquet decoder, whose objects have string keys only
+    (saves checking every key of every nested object).
+    """
     if not isinstance(row, dict):
         raise ValueError(f"expected a JSON object, got {type(row).__name__}")
     if "message" in row and "prompt" not in row:
@@ -198,7 +205,21 @@ def parse_row(row: Any, number: int) -> tuple[list[RolloutState], Layout]:
     status = _status(row.get("status"))
     if status == Status.FAILED and row.get("judge_failure"):
         status = Status.COMPLETED  # failed at judging, not at generation: scoring again retries it
-    columns = {k: v for k, v in row.items() if k not in _VERL_COLUMNS and k not in _OUTPUT_COLUMNS}
+    columns = (
+        {k: v for k, v in row.items() if k not in _VERL_COLUMNS and k not in _OUTPUT_COLUMNS}
+        if len(row) > len(_VERL_COLUMNS.intersection(row))
+        else None
+    )
+    data_source = row["data_source"]
+    # every value below is checked here (types, string keys), so the states skip a second validation;
+    # anything else (a bool uid, a data_source of another type) is left to RolloutState's own errors
+    checked = (
+        (data_source is None or type(data_source) is str or type(data_source) is dict)
+        and (uid is None or type(uid) in (int, str))
+        and (decoded or all(map(_str_keyed, [data_source, reward_model, *message])))
+    )
+    build = RolloutState.from_checked if checked else RolloutState.model_validate
+    several = "responses" in row
     states = []
     for i, response in enumerate(responses):
         extra: dict[str, Any] = {}
@@ -206,20 +227,28 @@ def parse_row(row: Any, number: int) -> tuple[list[RolloutState], Layout]:
             extra["extra_info"] = extra_info
         if columns:
             extra["columns"] = columns
-        if "responses" in row:
+        if several:
             extra["response_index"] = i
         states.append(
-            RolloutState(
-                message=message,
-                data_source=row["data_source"],
-                reward_model=dict(reward_model),
-                group_id=uid,
-                response=response,
-                status=status,
-                extra_fields=extra,
+            build(
+                {
+                    # each state owns its containers, as validation's copies would give it
+                    "message": [dict(m) for m in message] if i else message,
+                    "data_source": data_source,
+                    "reward_model": dict(reward_model),
+                    "group_id": uid,
+                    "response": response,
+                    "status": status,
+                    "extra_fields": extra,
+                }
             )
         )
     return states, "verl"
+
+
+def _str_keyed(value: Any) -> bool:
+    """Not a dict, or a dict whose keys are all strings (what a ``dict[str, Any]`` field accepts)."""
+    return type(value) is not dict or all(type(k) is str for k in value)
 
 
 def read_rollouts(path: str | Path) -> Rollouts:
@@ -242,7 +271,7 @@ def read_rollouts(path: str | Path) -> Rollouts:
                 out.errors.append(row)
                 continue
             try:
-                states, layout = parse_row(row, number)
+                states, layout = parse_row(row, number, decoded=True)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "row"

@@ -119,6 +119,21 @@ def _chunks(n_rows: int, per_row: int) -> list[slice]:
     return [slice(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 
 
+def _maj_columns_shared(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """:func:`_maj_columns`, computed once per agreement pattern and shared by the groups that have it.
+
+    The vote depends only on which samples of a group agree, not on what they predict. Relabelling
+    each sample with the position of its group's first sample that agrees with it gives every group
+    with the same pattern the same row; validation sets of many prompts with few distinct answers
+    each (most RL sets) have far fewer patterns than groups.
+    """
+    first = (codes[:, :, None] == codes[:, None, :]).argmax(axis=2)  # (G, n)
+    patterns, inverse = np.unique(first, axis=0, return_inverse=True)
+    if len(patterns) * 2 > len(first):
+        return _maj_columns(codes, idx)
+    return _maj_columns(patterns, idx)[np.asarray(inverse).reshape(-1)]
+
+
 def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """For each group and resample, the column (sample of the group) whose value the majority vote takes.
 
@@ -205,6 +220,19 @@ def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> 
     return best, worst
 
 
+def _distinct_rows(group_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct rows, row of each group)``: groups with the same values share one resampling.
+
+    Best and worst of a resample depend only on the group's values, and 0/1 variables over groups of
+    eight have at most 256 distinct rows however many prompts there are. The row sums run over the
+    same values in the same order, so the results are the same bits as row by row.
+    """
+    distinct, row_of = np.unique(group_vals, axis=0, return_inverse=True)
+    if len(distinct) * 2 > len(group_vals):
+        return group_vals, np.arange(len(group_vals))
+    return distinct, np.asarray(row_of).reshape(-1)
+
+
 def _pred_codes(preds: Sequence[Any]) -> np.ndarray:
     """One integer per sample, equal exactly when the predictions are equal (as dict keys)."""
     seen: dict[Hashable, int] = {}
@@ -230,6 +258,12 @@ class _Collector:
         for d in np.unique(ds).tolist():
             mask = ds == d
             self.parts.setdefault((int(d), var, metric), []).append((gids[mask], values[mask]))
+
+    def alias(self, var: str, same_as: str) -> None:
+        """``var`` gets every metric of ``same_as`` (a variable with the same values)."""
+        for (d, name, metric), parts in list(self.parts.items()):
+            if name == same_as:
+                self.parts[(d, var, metric)] = parts
 
     def result(self, ds_names: list[str], var_order: list[str]) -> Metrics:
         out: Metrics = {}
@@ -323,6 +357,7 @@ def process_validation_metrics(
     indices: dict[tuple[int, int], np.ndarray] = {}
     collector = _Collector()
     used_vars: list[str] = []
+    done: dict[bytes, str] = {}
 
     for var, raw in infos_dict.items():
         parsed = _numeric(raw)
@@ -330,6 +365,14 @@ def process_validation_metrics(
             continue
         vals, valid = parsed
         used_vars.append(var)
+        # ``acc`` is usually ``score`` again (True/False for 1.0/0.0): every metric is a function of
+        # the values, the groups and the predictions, so a variable equal to one done is not redone
+        fingerprint = vals.tobytes() + valid.tobytes()
+        same_as = done.get(fingerprint)
+        if same_as is not None:
+            collector.alias(var, same_as)
+            continue
+        done[fingerprint] = var
         layout = layouts.get(valid.tobytes())
         if layout is None:
             layout = layouts[valid.tobytes()] = _layout(group_of, valid, n_groups)
@@ -345,22 +388,26 @@ def process_validation_metrics(
             correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
             # ... and when the variable has a value for every sample of the uid
             voting = (group_sizes[gids] == n) & all_preds[gids] if preds is not None else None
+            rows: tuple[np.ndarray, np.ndarray] | None = None
             for k in bootstrap_sizes(n):
                 idx = indices.get((n, k))
                 if idx is None:
                     # one randint call draws the same stream as verl's n_bootstrap choice() calls
                     idx = indices[(n, k)] = np.random.RandomState(seed).randint(0, n, size=(n_bootstrap, k))
-                best, worst = _best_worst(group_vals, idx, levels)
-                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1))
-                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1))
-                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1))
-                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1))
+                if rows is None:
+                    rows = _distinct_rows(group_vals)
+                distinct, row_of = rows
+                best, worst = _best_worst(distinct, idx, levels)
+                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1)[row_of])
+                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1)[row_of])
                 if preds is not None and voting is not None and voting.any():
                     cols = layout.maj_cache.get((n, k))
                     if cols is None:
                         if pred_codes is None:
                             pred_codes = _pred_codes(preds)
-                        cols = layout.maj_cache[(n, k)] = _maj_columns(pred_codes[matrix[voting]], idx)
+                        cols = layout.maj_cache[(n, k)] = _maj_columns_shared(pred_codes[matrix[voting]], idx)
                     maj = np.take_along_axis(group_vals[voting], cols, axis=1)
                     collector.add(ds_of_group, gids[voting], var, f"maj@{k}/mean", maj.mean(axis=1))
                     collector.add(ds_of_group, gids[voting], var, f"maj@{k}/std", maj.std(axis=1))
@@ -430,7 +477,13 @@ def prompt_key(state: RolloutState) -> Any:
     """The prompt group of a state: its ``group_id``, else its prompt messages (same prompt, same group)."""
     if state.group_id is not None:
         return state.group_id
-    return "prompt:" + json.dumps(state.message, sort_keys=True, default=str)
+    try:
+        # hashable messages (plain text chat) key by their items, at a tenth of a JSON dump's cost
+        key = tuple(tuple(sorted(m.items())) for m in state.message)
+        hash(key)
+    except TypeError:  # multimodal content (lists), unorderable keys: the canonical JSON text
+        return "prompt:" + json.dumps(state.message, sort_keys=True, default=str)
+    return ("prompt", key)
 
 
 def rollout_infos(states: Sequence[RolloutState]) -> tuple[list[str], list[Any], dict[str, list[Any]]]:
