@@ -26,14 +26,13 @@ reward functions. ``asynchronous=False`` gives a sync one (it runs its own event
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from judger.compat.verl.router import default_judger_config
+from judger.core import loops
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
@@ -225,13 +224,7 @@ class JudgerReward:
         log_extra: Any = None,
         **columns: Any,
     ) -> list[float]:
-        coro = self.score(prompts, completions, log_metric, log_extra, **columns)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, coro).result()
+        return loops.run_sync(lambda: self.score(prompts, completions, log_metric, log_extra, **columns))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.judger.judger_name!r}, failure_reward={self.failure_reward})"

@@ -8,8 +8,6 @@ its message: verl needs a number in the reward tensor, and the user needs to hea
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
@@ -17,6 +15,7 @@ from typing import Any, TypeVar
 
 from judger.compat.verl.result import RESULT_KEYS, VerlScore
 from judger.compat.verl.router import default_judger_config
+from judger.core import loops
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -31,12 +30,7 @@ DEFAULT_EXTRA_KEYS = ("score", "acc", "pred", FAILURE_KEY)
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from sync code, also when the caller already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return loops.run_sync(lambda: coro)
 
 
 def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from judger.core import loops
 from judger.core.errors import JudgerError
 from judger.runtime.sandbox import bwrap
 from judger.runtime.sandbox.seccomp import filter_program
@@ -380,27 +381,6 @@ _sync_slots = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
 
 def run_sync(coro_fn: Callable[[], Any]) -> Any:
-    """Run ``coro_fn()`` to completion from synchronous code, in any thread, at most one sandbox per CPU.
-
-    With an event loop already running in this thread, the coroutine runs on a private loop in a
-    helper thread (never nested in the caller's loop).
-    """
+    """Run ``coro_fn()`` to completion from synchronous code, in any thread, at most one sandbox per CPU."""
     with _sync_slots:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro_fn())
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = asyncio.run(coro_fn())
-            except BaseException as exc:
-                box["error"] = exc
-
-        thread = threading.Thread(target=target, name="judger-sandbox")
-        thread.start()
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return loops.run_sync(coro_fn)
