@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judger.cli.loading import ConfigError
-from judger.cli.report import render_summary, summarize
+from judger.cli.report import progress_bar, render_summary, summarize
 from judger.cli.score import _close_shared_pool, build, score_states
 from judger.core.rollout import RolloutState, Status
 
@@ -239,21 +239,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def run_all() -> None:
         try:
-            if args.no_progress:
-                await main(lambda k: None)
-                return
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            with Progress(
-                TextColumn("eval"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("eval", total=len(groups) * args.n)
-                await main(lambda k: bar.advance(task, k))
+            with progress_bar("eval", len(groups) * args.n, err, enabled=not args.no_progress) as advance:
+                await main(advance)
         finally:
             await controller.aclose()
             await judger.aclose()

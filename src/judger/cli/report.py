@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from judger.core.rollout import RolloutState, Status
@@ -238,3 +239,21 @@ def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
         console.print(
             Panel(body, title=escape(f"{row['data_source']} [{row['status']}]"), title_align="left")
         )
+
+
+@contextmanager
+def progress_bar(
+    label: str, total: int, console: Any = None, *, enabled: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """``with progress_bar("scoring", n) as advance: ... advance(k)``: a transient bar on stderr, or a
+    no-op when ``enabled`` is False (rich is imported only when a bar is drawn)."""
+    if not enabled:
+        yield lambda k: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console or Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda k: bar.advance(task, k)

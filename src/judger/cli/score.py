@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from judger.cli.report import examples, render_examples, render_summary, summarize
+    from judger.cli.report import examples, progress_bar, render_examples, render_summary, summarize
     from judger.trainer.io import InputError, read_rollouts, write_rollouts
     from judger.trainer.metrics import compute_validation_metrics
 
@@ -287,24 +287,9 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         try:
-            if not show_progress:
-                await score_states(judger, to_judge, args.batch_size)
-                return
             # rich only when drawn: ``--no-progress --format json`` (scripts, CI) never imports it
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            err = Console(stderr=True)
-            with Progress(
-                TextColumn("scoring"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("scoring", total=len(to_judge))
-                await score_states(judger, to_judge, args.batch_size, lambda n: bar.advance(task, n))
+            with progress_bar("scoring", len(to_judge), enabled=show_progress) as advance:
+                await score_states(judger, to_judge, args.batch_size, advance)
         finally:
             await judger.aclose()
             _close_shared_pool()
