@@ -209,7 +209,7 @@ class ScorerJudgerConfig(JudgerConfig):
     def build_local(self) -> Judger:
         if self.reward_handler is not None:
             return build_with_handler(self)
-        judger = self.judger_class()(
+        return self.judger_class()(
             self.judger_name,
             self.scorer(),
             self.scorer_options(),
@@ -217,8 +217,6 @@ class ScorerJudgerConfig(JudgerConfig):
             on_error=self.on_error,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
+            extra_info_fields=self.extra_info_fields,
             **self.judger_options(),
         )
-        if self.extra_info_fields is not None:
-            judger.extra_info_fields = self.extra_info_fields
-        return judger
