@@ -180,12 +180,10 @@ class ScorerJudgerConfig(JudgerConfig):
     @model_validator(mode="before")
     @classmethod
     def _fold_extra_info(cls, data: Any) -> Any:
-
         return fold_extra_info(cls, data)
 
     @model_validator(mode="after")
     def _check_xtuner_options(self) -> ScorerJudgerConfig:
-
         check_options(self)
         return self
 

@@ -38,7 +38,6 @@ class CodeJudger(ScorerJudger):
         timeout: float = 300.0,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
-
         super().__init__(
             judger_name,
             compute_score,
@@ -54,7 +53,6 @@ class CodeJudger(ScorerJudger):
         self._slots = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
 
     async def _score_one(self, payload: Payload) -> Any:
-
         args, kwargs = self._call_args(payload)
         async with self._slots.get():
             try:
@@ -104,7 +102,6 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def scorer_options(self) -> dict[str, Any]:

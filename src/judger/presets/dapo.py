@@ -180,7 +180,6 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def handler_extra_info(self) -> dict[str, Any]:
