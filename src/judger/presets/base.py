@@ -26,11 +26,9 @@ from judger.core.judger import (
     DEFAULT_TIMEOUT,
     BatchJudger,
     Judger,
-    JudgerOutput,
     JudgerPayload,
     OnError,
 )
-from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
@@ -122,12 +120,6 @@ class ScorerJudger(BatchJudger):
     def _call_args(self, payload: JudgerPayload) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kwargs = {**self.options, **(payload.get("scorer_kwargs") or {})}
         return (payload.get("response"), payload.get("label"), payload.get("extra_info")), kwargs
-
-    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        (result,) = await self._score([payload])
-        if isinstance(result, BaseException):
-            raise result
-        return check_output(result, self.judger_name)
 
     def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
         # identical (answer, label, options) are scored once: GRPO groups repeat answers
