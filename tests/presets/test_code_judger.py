@@ -20,54 +20,21 @@ import pytest
 from judger import CodeJudgerConfig, RolloutState, Status
 from judger.runtime.sandbox.runner import SandboxLimits, TestOutcome, run_tests
 from judger.scorers.code import compute_score, extract_code, parse_tests, same_stdout, score_async
+from judger.testing.processes import cmdlines, sandbox_processes_after
 
 ADD = {"inputs": ["1 2\n", "3 4\n", "10 -3\n"], "outputs": ["3\n", "7\n", "7\n"]}
 APPS_LIKE = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 FAST = SandboxLimits(wall_s=2.0, cpu_s=2.0, memory_mb=512)
-# command lines of the sandbox's processes (bubblewrap, supervisor, worker) in either isolation mode
-SANDBOX_MARKS = (b"/opt/judger-sandbox/", b"sandbox/inside/supervisor.py", b"sandbox/inside/worker.py")
 
 
 def fenced(code: str) -> str:
     return f"Here is my solution.\n```python\n{code}\n```\nDone."
 
 
-def sandbox_processes() -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if any(mark in cmdline for mark in SANDBOX_MARKS) and _ours(int(entry)):
-                found.append(int(entry))
-    return found
-
-
-def _ours(pid: int) -> bool:
-    """Whether ``pid`` descends from this test process (other sessions may share the machine)."""
-    me = os.getpid()
-    for _ in range(64):
-        if pid == me:
-            return True
-        if pid <= 1:
-            return False
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            return False
-        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-    return False
-
-
 @pytest.fixture(autouse=True)
 def no_process_left_behind() -> Iterator[None]:
     yield
-    deadline = time.monotonic() + 5
-    while sandbox_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert sandbox_processes() == []
+    assert sandbox_processes_after(5.0) == []
 
 
 async def score(code: str, tests: object, **options: object) -> dict:
@@ -216,15 +183,8 @@ async def test_background_children_die_with_the_run_when_processes_are_allowed()
     out = await score(program, APPS_LIKE, limits=limits)
     assert out["score"] == 1.0
     time.sleep(0.2)
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == b"sleep\x00987.25\x00"]
+    leftovers = [pid for pid, cmdline in cmdlines().items() if cmdline == b"sleep\x00987.25\x00"]
     assert leftovers == []
-
-
-def _cmdline(pid: str) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 async def test_memory_bomb_is_contained() -> None:

@@ -27,11 +27,11 @@ from judger import CodeJudgerConfig, RolloutState, Status
 from judger.runtime.sandbox import bwrap
 from judger.runtime.sandbox.runner import SandboxLimits, TestOutcome, run_tests
 from judger.scorers.code import score_async
+from judger.testing.processes import processes_with, sandbox_processes_after
 
 pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}")
 
 LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scratch_mb=64)
-SANDBOX_MARKS = (b"/opt/judger-sandbox/", b"sandbox/inside/supervisor.py", b"sandbox/inside/worker.py")
 
 # a fresh interpreter without the audit hook, started the way finding 2 did (new session too)
 UNHOOKED = """
@@ -62,37 +62,6 @@ def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
-def _cmdlines() -> dict[int, bytes]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-    return found
-
-
-def processes_with(mark: bytes) -> list[int]:
-    return [pid for pid, cmdline in _cmdlines().items() if mark in cmdline]
-
-
-def ours(pid: int) -> bool:
-    """Whether ``pid`` descends from this test process (other sessions may share the machine)."""
-    me = os.getpid()
-    for _ in range(64):
-        if pid == me:
-            return True
-        if pid <= 1:
-            return False
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            return False
-        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-    return False
-
-
 @pytest.fixture(autouse=True)
 def no_process_left_behind(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
@@ -101,12 +70,7 @@ def no_process_left_behind(
     monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))  # where a host-side scratch would go
     yield
     assert list(host_tmp.iterdir()) == []  # scratch lives in the sandbox, never on the host
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if not any(any(m in c for m in SANDBOX_MARKS) and ours(pid) for pid, c in _cmdlines().items()):
-            return
-        time.sleep(0.05)
-    raise AssertionError("a sandbox process outlived its sample")
+    assert sandbox_processes_after(5.0) == [], "a sandbox process outlived its sample"
 
 
 async def stdout_of(program: str, limits: SandboxLimits = LIMITS) -> tuple[str, TestOutcome]:

@@ -239,12 +239,6 @@ class Judger(BaseJudger):
                 raise
             return exc
 
-    async def _run_one_captured(self, payload: JudgerPayload) -> PayloadResult:
-        batcher = self._single_batcher()
-        if batcher is not None:
-            return await batcher.submit(payload)
-        return self.capture_result(await self._run_one_raw(payload), 0)
-
     def _single_batcher(self) -> MicroBatcher[JudgerPayload, PayloadResult] | None:
         window = self.micro_batch_window_s
         if window is None or self.on_error != "fail":

@@ -26,11 +26,9 @@ from judger.core.judger import (
     DEFAULT_TIMEOUT,
     BatchJudger,
     Judger,
-    JudgerOutput,
     JudgerPayload,
     OnError,
 )
-from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
@@ -123,12 +121,6 @@ class ScorerJudger(BatchJudger):
         kwargs = {**self.options, **(payload.get("scorer_kwargs") or {})}
         return (payload.get("response"), payload.get("label"), payload.get("extra_info")), kwargs
 
-    async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        (result,) = await self._score([payload])
-        if isinstance(result, BaseException):
-            raise result
-        return check_output(result, self.judger_name)
-
     def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
         # identical (answer, label, options) are scored once: GRPO groups repeat answers
         return _key(payload, self.extra_info_fields)
@@ -180,12 +172,10 @@ class ScorerJudgerConfig(JudgerConfig):
     @model_validator(mode="before")
     @classmethod
     def _fold_extra_info(cls, data: Any) -> Any:
-
         return fold_extra_info(cls, data)
 
     @model_validator(mode="after")
     def _check_xtuner_options(self) -> ScorerJudgerConfig:
-
         check_options(self)
         return self
 
@@ -209,7 +199,7 @@ class ScorerJudgerConfig(JudgerConfig):
     def build_local(self) -> Judger:
         if self.reward_handler is not None:
             return build_with_handler(self)
-        judger = self.judger_class()(
+        return self.judger_class()(
             self.judger_name,
             self.scorer(),
             self.scorer_options(),
@@ -217,8 +207,6 @@ class ScorerJudgerConfig(JudgerConfig):
             on_error=self.on_error,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
+            extra_info_fields=self.extra_info_fields,
             **self.judger_options(),
         )
-        if self.extra_info_fields is not None:
-            judger.extra_info_fields = self.extra_info_fields
-        return judger

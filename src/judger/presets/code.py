@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from judger.core.deadlines import judge_deadline
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
+from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
 from judger.scorers.code import compute_score, score_async
@@ -37,7 +38,6 @@ class CodeJudger(ScorerJudger):
         timeout: float = 300.0,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
-
         super().__init__(
             judger_name,
             compute_score,
@@ -50,22 +50,11 @@ class CodeJudger(ScorerJudger):
         self.limits = limits
         self.max_parallel = max_parallel
         self.sandbox_fusion_url = sandbox_fusion_url
-        self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
-
-    def _slots_here(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        slots = self._slots.get(loop)
-        if slots is None:
-            # drop the semaphores of closed loops (sync callers run a fresh loop each time)
-            self._slots = {lp: s for lp, s in self._slots.items() if not lp.is_closed()}
-            slots = self._slots[loop] = asyncio.Semaphore(self.max_parallel)
-        return slots
+        self._slots = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
 
     async def _score_one(self, payload: Payload) -> Any:
-
         args, kwargs = self._call_args(payload)
-        kwargs.pop("limits", None)
-        async with self._slots_here():
+        async with self._slots.get():
             try:
                 async with judge_deadline(self.judger_name, self.timeout):
                     return await score_async(
@@ -113,7 +102,6 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def scorer_options(self) -> dict[str, Any]:

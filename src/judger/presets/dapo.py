@@ -10,6 +10,7 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
+from judger.scorers.labels import missing_label
 from judger.scorers.math.dapo import compute_score
 
 
@@ -63,9 +64,7 @@ class DapoMathJudger(ScorerJudger):
         if isinstance(label, str):
             return label
         if label is None:
-            raise ValueError(
-                f"judger {self.judger_name!r}: the ground truth is None (reward_model.ground_truth missing?)"
-            )
+            raise missing_label(f"judger {self.judger_name!r}")
         number = isinstance(label, (int, float)) and not isinstance(label, bool)
         if number and self.options.get("compat") is None:
             return str(label)
@@ -181,7 +180,6 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def handler_extra_info(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
+from judger.scorers.labels import missing_label
 from judger.scorers.math.geo3k import compute_score
 
 
@@ -20,9 +21,7 @@ class GEO3KJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         # compat="verl" keeps verl's behaviour (mathruler grades a None label as wrong)
         if payload.get("label") is None and self.options.get("compat") is None:
-            raise ValueError(
-                f"judger {self.judger_name!r}: the ground truth is None (reward_model.ground_truth missing?)"
-            )
+            raise missing_label(f"judger {self.judger_name!r}")
         return payload
 
 
@@ -66,7 +65,6 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
         return self
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def scorer_options(self) -> dict[str, Any]:

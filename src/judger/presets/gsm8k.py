@@ -32,7 +32,6 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     execution: Execution = "inline"
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def scorer_options(self) -> dict[str, Any]:
@@ -47,7 +46,6 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
         return InlineScorerJudger if self.execution == "inline" else ScorerJudger
 
     def judger_options(self) -> dict[str, Any]:
-
         # both extraction methods read only the last CLIP_CHARS characters
         options: dict[str, Any] = {"response_window": CLIP_CHARS}
         if self.execution == "inline":

@@ -70,7 +70,6 @@ class MathJudgerConfig(ScorerJudgerConfig):
         return default_execution(data)
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def judger_class(self) -> type[ScorerJudger]:

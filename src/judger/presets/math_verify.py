@@ -67,7 +67,6 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
         return _process_by_default(data)
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def judger_class(self) -> type[ScorerJudger]:

@@ -26,7 +26,6 @@ class QAExactMatchJudgerConfig(ScorerJudgerConfig):
     execution: Execution = "inline"
 
     def scorer(self) -> ScorerFn:
-
         return compute_score
 
     def scorer_options(self) -> dict[str, Any]:

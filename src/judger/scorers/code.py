@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from judger.runtime.sandbox.fusion import run_tests_remote
@@ -291,29 +292,18 @@ async def score_async(
         return _empty(None, n, "no_code", "no Python code block in the response")
     if n == 0:
         return _empty(code, 0, "failed", "no tests")
-    if sandbox_fusion_url:
-        result = await run_tests_remote(
-            sandbox_fusion_url,
-            code,
-            suite.mode,
-            suite.inputs,
-            _checker(suite, compat),
-            limits=limits or SandboxLimits(),
-            decided=_decider(n, continuous, compat),
-            fn_name=suite.fn_name,
-            entry_point=suite.entry_point,
-        )
-    else:
-        result = await run_tests(
-            code,
-            suite.mode,
-            suite.inputs,
-            _checker(suite, compat),
-            limits=limits,
-            decided=_decider(n, continuous, compat),
-            fn_name=suite.fn_name,
-            entry_point=suite.entry_point,
-        )
+    limits = limits or SandboxLimits()
+    run = partial(run_tests_remote, sandbox_fusion_url) if sandbox_fusion_url else run_tests
+    result = await run(
+        code,
+        suite.mode,
+        suite.inputs,
+        _checker(suite, compat),
+        limits=limits,
+        decided=_decider(n, continuous, compat),
+        fn_name=suite.fn_name,
+        entry_point=suite.entry_point,
+    )
     score = _score(result, n, continuous, compat)
     first = result.first_failure()
     return {

@@ -142,12 +142,10 @@ async def run_tests_remote(
             report: dict[str, Any] = {"event": "test", "index": index, "status": "ok", "stdout": stdout}
             if mode == "call":
                 found = stdout.rfind(marker)
+                after = stdout[found + len(marker) :].splitlines() if found >= 0 else []
                 try:
-                    report["output"] = json.loads(stdout[found + len(marker) :].splitlines()[0])
+                    report["output"] = json.loads(after[0])
                 except (ValueError, IndexError):
-                    outcomes[index] = TestOutcome("error", "no return value came back")
-                    continue
-                if found < 0:
                     outcomes[index] = TestOutcome("error", "no return value came back")
                     continue
             outcomes[index] = check(index, report)

@@ -27,6 +27,8 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Literal
 
+from judger.scorers.labels import missing_label
+
 Method = Literal["strict", "flexible"]
 
 CLIP_CHARS = 300
@@ -134,7 +136,7 @@ def extract_solution(solution_str: str, method: Method = "strict") -> str | None
 def _label(ground_truth: Any) -> str:
     if ground_truth is None:
         # a missing label is a broken sample, not a wrong answer
-        raise ValueError("gsm8k scorer: the ground truth is None (reward_model.ground_truth missing?)")
+        raise missing_label("gsm8k scorer")
     if isinstance(ground_truth, str):
         number = _canonical_text(ground_truth)
     else:

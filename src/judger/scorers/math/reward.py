@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from judger.scorers.labels import missing_label
 from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.numeric import numerically_equal
@@ -114,7 +115,7 @@ def compute_score(
     if compat is not None:
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     if ground_truth is None:
-        raise ValueError("math scorer: the ground truth is None (reward_model.ground_truth missing?)")
+        raise missing_label("math scorer")
     if extracted:
         answer = solution_str
     else:

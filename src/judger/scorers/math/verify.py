@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from judger.scorers.labels import missing_label
 from judger.scorers.math.grade import parse_boxed, parse_response, verify_parsed
 
 Compat = Literal["verl"] | None
@@ -68,7 +69,7 @@ def compute_score(
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
 
     if ground_truth is None:
-        raise ValueError("math_verify scorer: the ground truth is None (reward_model.ground_truth missing?)")
+        raise missing_label("math_verify scorer")
     gold = parse_boxed(str(ground_truth))
     if not gold:
         raise ValueError(f"math_verify scorer: Math-Verify cannot parse the label {ground_truth!r:.200}")
