@@ -164,9 +164,17 @@ class NaiveRewardManager:
         self.max_resp_len = options.pop("max_resp_len", None)
         self.overlong_buffer_cfg = _plain(options.pop("overlong_buffer_cfg", None))
         self.options = options  # for subclasses; anything left is refused below
+        custom_fn = raw_fn is not None and not _is_default_compute_score(raw_fn)
+        if judger_option is not None and custom_fn:
+            # one of the two would be silently ignored: refuse rather than pick
+            raise ValueError(
+                f"{type(self).__name__}: both reward_kwargs.judger and a custom compute_score "
+                f"({getattr(raw_fn, '__name__', raw_fn)!r}) are set; keep one: drop "
+                "custom_reward_function.path, or drop reward_kwargs.judger"
+            )
         if judger_option is not None:
             self.judger = _build_judger(judger_option)
-        elif raw_fn is None or _is_default_compute_score(raw_fn):
+        elif not custom_fn:
             self.judger = default_judger_config(compat=self.compat).build()
         else:
             handler: Any = raw_fn
