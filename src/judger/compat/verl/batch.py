@@ -33,6 +33,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return loops.run_sync(lambda: coro)
 
 
+def overlong_penalty(length: int, max_resp_len: int, buffer_len: int, factor: float) -> float:
+    """verl's DAPO overlong penalty (<= 0) for a response of ``length`` valid tokens: linear over the
+    last ``buffer_len`` tokens before ``max_resp_len``, ``-factor`` at the limit."""
+    exceed = length - (max_resp_len - buffer_len)
+    return min(-exceed / buffer_len * factor, 0.0)
+
+
 def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:
     extra = {"extra_info": dict(extra_info)} if isinstance(extra_info, Mapping) and extra_info else {}
     return RolloutState(

@@ -35,7 +35,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from judger.compat.verl.batch import DEFAULT_EXTRA_KEYS, FailureLog, judge_rows, result_of, run_sync
+from judger.compat.verl.batch import (
+    DEFAULT_EXTRA_KEYS,
+    FailureLog,
+    judge_rows,
+    overlong_penalty,
+    result_of,
+    run_sync,
+)
 from judger.compat.verl.router import default_judger_config
 from judger.core.judger import BaseJudger
 from judger.judgers.config import JudgerConfig
@@ -349,9 +356,9 @@ class DAPORewardManager(NaiveRewardManager):
         cfg = self.overlong_buffer_cfg
         if cfg is None or not _get(cfg, "enable", False):
             return reward, info
-        buffer = int(_get(cfg, "len"))
-        exceed = length - (int(self.max_resp_len) - buffer)
-        penalty = min(-exceed / buffer * float(_get(cfg, "penalty_factor", 1.0)), 0.0)
+        penalty = overlong_penalty(
+            length, int(self.max_resp_len), int(_get(cfg, "len")), float(_get(cfg, "penalty_factor", 1.0))
+        )
         if _get(cfg, "log", False):
             info = {**info, "overlong_reward": penalty, "overlong": penalty < 0}
         return reward + penalty, info
