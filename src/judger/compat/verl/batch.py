@@ -54,8 +54,9 @@ def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any
 class FailureLog:
     """Logs judge failures: the first few with their message, then a count at powers of two."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, log: logging.Logger = logger) -> None:
         self.name = name
+        self.log = log
         self.count = 0
         self._lock = threading.Lock()
 
@@ -64,7 +65,7 @@ class FailureLog:
             self.count += 1
             n = self.count
         if n <= 3 or n & (n - 1) == 0:
-            logger.warning(
+            self.log.warning(
                 "judger (%s): a sample of data_source=%r could not be scored, reward %s: %s "
                 "(%d failed samples so far)",
                 self.name,
