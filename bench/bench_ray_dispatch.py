@@ -24,6 +24,7 @@ from typing import Any
 
 import ray
 
+from bench_ray_pool import calibrate
 from judger import CPUResourcesConfig, JudgerConfig, RolloutState
 
 
@@ -32,21 +33,12 @@ def trivial(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, 
 
 
 def burn(response: str, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
+    # defined here, not imported: the actors unpickle it by value from __main__, and they cannot
+    # import bench_ray_pool (bench/ is not on their path)
     acc = 0
     for i in range(extra_info["loops"]):
         acc = (acc * 31 + i) % 1_000_003
     return {"score": float(response == label), "acc": acc}
-
-
-def calibrate(ms: float) -> int:
-    loops = 10_000
-    while True:
-        start = time.process_time()
-        burn("", "", {"loops": loops})
-        took = time.process_time() - start
-        if took > 0.05:
-            return max(1, int(loops * (ms / 1000) / took))
-        loops *= 2
 
 
 @ray.remote(num_cpus=0.5)

@@ -282,3 +282,17 @@ def test_manager_warns_on_a_missing_label_even_when_verl_mode_scores_it(
     with caplog.at_level(logging.WARNING, logger="judger.compat.verl.batch"):
         out = asyncio.run(one())
     assert out["reward_score"] == 0.0 and "has no label" in caplog.text
+
+
+def test_judger_option_and_a_custom_compute_score_are_refused_together() -> None:
+    def my_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> float:
+        return 1.0
+
+    config = {"reward": {"reward_kwargs": {"judger": CountingJudger()}}}
+    with pytest.raises(ValueError, match="reward_kwargs.judger and a custom compute_score"):
+        managers.NaiveRewardManager(config=config, tokenizer=CharTokenizer(), compute_score=my_score)
+    # verl's default scorer is what verl passes when no custom function is set: no conflict
+    manager = managers.NaiveRewardManager(
+        config=config, tokenizer=CharTokenizer(), compute_score=default_compute_score
+    )
+    assert manager.judger is not None

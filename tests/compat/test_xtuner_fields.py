@@ -136,3 +136,35 @@ async def test_remote_judger_in_xtuners_form_over_real_ray_actors(ray_cluster: o
     assert out[2].status is Status.FAILED and "cannot parse answer 'boom'" in (out[2].error_msg or "")
     assert set(pool.get_worker_status()) == {"tools[0]", "tools[1]"}
     await pool.aclose()
+
+
+class _DiesOnceActor:
+    """XTuner's protocol; the actor is lost (RayActorError) on its first call, as a crashed Ray actor."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        outer = self
+
+        class JudgePayload:
+            async def remote(self, payload: dict) -> dict:
+                from ray.exceptions import RayActorError
+
+                outer.calls += 1
+                if outer.calls == 1:
+                    raise RayActorError()
+                return {"score": float(payload["response"] == payload["label"])}
+
+        self.judge_payload = JudgePayload()
+
+
+async def test_remote_judger_in_xtuners_form_retries_a_lost_actor_in_batch_judge() -> None:
+    from judger import RemoteJudger, Status
+
+    actor = _DiesOnceActor()
+    judger = RemoteJudger(actor, judger_name="xt", call_timeout=5.0, max_retries=1)
+    state = RolloutState(message=[], response="7", reward_model={"ground_truth": "7"})
+    (out,) = await judger.batch_judge([state])
+    # the lost call is retried, as judge() and JudgerActor replicas do; not a FAILED sample
+    assert out.status is not Status.FAILED, out.error_msg
+    assert out.reward == {"score": 1.0} and actor.calls == 2
+    await judger.aclose()

@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from judger.compat.verl.batch import FailureLog
 from judger.compat.verl.router import default_judger_config
 from judger.core import loops
 from judger.core.judger import BaseJudger
@@ -131,7 +132,7 @@ class JudgerReward:
         self.name = name
         self.__name__ = name  # TRL names the reward function (and its logged reward) after __name__
         self.log_metrics = log_metrics
-        self.failures = 0
+        self.failure_log = FailureLog(f"TRL reward {name!r}", logger)
 
     # --- the batch ---------------------------------------------------------------------------------
 
@@ -177,15 +178,7 @@ class JudgerReward:
             if state.reward is None:
                 rewards.append(self.failure_reward)
                 failed.append(state.error_msg or "failed")
-                self.failures += 1
-                if self.failures <= 3 or self.failures & (self.failures - 1) == 0:
-                    logger.warning(
-                        "judger reward %r: a sample could not be scored, reward %s: %s (%d so far)",
-                        self.name,
-                        self.failure_reward,
-                        state.error_msg,
-                        self.failures,
-                    )
+                self.failure_log.record(state, self.failure_reward)
                 continue
             rewards.append(float(state.reward["score"]))
             failed.append(None)

@@ -53,6 +53,15 @@ def _unwrap_ray_error(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, Exception) else exc
 
 
+def _lost_actor(exc: BaseException) -> bool:
+    """A Ray infrastructure error (the actor died or is unreachable), not the judger's own."""
+    try:
+        from ray.exceptions import RayError
+    except ImportError:  # a test double without Ray installed
+        return False
+    return isinstance(exc, RayError)
+
+
 class ForeignActor:
     """``run_payload`` / ``run_payloads`` / ``stats`` over an actor's ``judge_payload.remote``."""
 
@@ -85,13 +94,16 @@ class ForeignActor:
 
     async def _run_payloads(self, payloads: list[JudgerPayload]) -> list[PayloadResult]:
         # one call per payload: an XTuner actor's judger need not take lists (NativeJudger does not)
-        async def one(payload: JudgerPayload) -> PayloadResult:
-            try:
-                return await self._run_payload(payload)
-            except Exception as exc:
-                return JudgeFailure.from_exception(exc, self.judger_name)
-
-        return list(await asyncio.gather(*(one(p) for p in payloads)))
+        outcomes = await asyncio.gather(*(self._run_payload(p) for p in payloads), return_exceptions=True)
+        results: list[PayloadResult] = []
+        for outcome in outcomes:
+            if not isinstance(outcome, BaseException):
+                results.append(outcome)
+            elif isinstance(outcome, Exception) and not _lost_actor(outcome):
+                results.append(JudgeFailure.from_exception(outcome, self.judger_name))
+            else:
+                raise outcome  # the dispatcher retries a lost actor's payloads: not the judger's failure
+        return results
 
     def kill(self, *, restart: bool) -> None:
         """Kill the wrapped actor when it is a Ray actor (so that Ray restarts it on a hang)."""

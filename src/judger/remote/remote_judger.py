@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judger.core.judger import Judger
 from judger.judgers.config import JudgerConfig
@@ -16,10 +16,6 @@ from judger.remote.dispatch import (
 )
 from judger.remote.foreign_actor import ForeignActor, speaks_judger_protocol
 from judger.remote.ray_judger import RayJudger, default_call_timeout
-
-if TYPE_CHECKING:
-    from judger.core.judger import Judger
-    from judger.judgers.config import JudgerConfig
 
 # Calls an actor accepts at once beyond the payload bound: status and readiness probes.
 _SPARE_ACTOR_CALLS = 8
@@ -108,10 +104,9 @@ class RemoteJudger(RayJudger):
             )
         self.endpoint = Replica(actor, replica_name or f"{local.judger_name}[0]")
         actor_threads = getattr(self.judger_config, "num_threads", None)
-        if call_timeout is None:
-            timeout_of = default_call_timeout(local, actor_threads)
-        else:
-            timeout_of = lambda n: call_timeout  # noqa: E731
+        timeout_of = (
+            default_call_timeout(local, actor_threads) if call_timeout is None else (lambda n: call_timeout)
+        )
         self.call_timeout_of = timeout_of
         dispatcher = Dispatcher(
             local.judger_name,

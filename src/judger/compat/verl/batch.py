@@ -33,6 +33,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return loops.run_sync(lambda: coro)
 
 
+def overlong_penalty(length: int, max_resp_len: int, buffer_len: int, factor: float) -> float:
+    """verl's DAPO overlong penalty (<= 0) for a response of ``length`` valid tokens: linear over the
+    last ``buffer_len`` tokens before ``max_resp_len``, ``-factor`` at the limit."""
+    exceed = length - (max_resp_len - buffer_len)
+    return min(-exceed / buffer_len * factor, 0.0)
+
+
 def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:
     extra = {"extra_info": dict(extra_info)} if isinstance(extra_info, Mapping) and extra_info else {}
     return RolloutState(
@@ -47,8 +54,9 @@ def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any
 class FailureLog:
     """Logs judge failures: the first few with their message, then a count at powers of two."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, log: logging.Logger = logger) -> None:
         self.name = name
+        self.log = log
         self.count = 0
         self._lock = threading.Lock()
 
@@ -57,7 +65,7 @@ class FailureLog:
             self.count += 1
             n = self.count
         if n <= 3 or n & (n - 1) == 0:
-            logger.warning(
+            self.log.warning(
                 "judger (%s): a sample of data_source=%r could not be scored, reward %s: %s "
                 "(%d failed samples so far)",
                 self.name,

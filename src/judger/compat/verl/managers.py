@@ -35,7 +35,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from judger.compat.verl.batch import DEFAULT_EXTRA_KEYS, FailureLog, judge_rows, result_of, run_sync
+from judger.compat.verl.batch import (
+    DEFAULT_EXTRA_KEYS,
+    FailureLog,
+    judge_rows,
+    overlong_penalty,
+    result_of,
+    run_sync,
+)
 from judger.compat.verl.router import default_judger_config
 from judger.core.judger import BaseJudger
 from judger.judgers.config import JudgerConfig
@@ -164,9 +171,17 @@ class NaiveRewardManager:
         self.max_resp_len = options.pop("max_resp_len", None)
         self.overlong_buffer_cfg = _plain(options.pop("overlong_buffer_cfg", None))
         self.options = options  # for subclasses; anything left is refused below
+        custom_fn = raw_fn is not None and not _is_default_compute_score(raw_fn)
+        if judger_option is not None and custom_fn:
+            # one of the two would be silently ignored: refuse rather than pick
+            raise ValueError(
+                f"{type(self).__name__}: both reward_kwargs.judger and a custom compute_score "
+                f"({getattr(raw_fn, '__name__', raw_fn)!r}) are set; keep one: drop "
+                "custom_reward_function.path, or drop reward_kwargs.judger"
+            )
         if judger_option is not None:
             self.judger = _build_judger(judger_option)
-        elif raw_fn is None or _is_default_compute_score(raw_fn):
+        elif not custom_fn:
             self.judger = default_judger_config(compat=self.compat).build()
         else:
             handler: Any = raw_fn
@@ -341,9 +356,9 @@ class DAPORewardManager(NaiveRewardManager):
         cfg = self.overlong_buffer_cfg
         if cfg is None or not _get(cfg, "enable", False):
             return reward, info
-        buffer = int(_get(cfg, "len"))
-        exceed = length - (int(self.max_resp_len) - buffer)
-        penalty = min(-exceed / buffer * float(_get(cfg, "penalty_factor", 1.0)), 0.0)
+        penalty = overlong_penalty(
+            length, int(self.max_resp_len), int(_get(cfg, "len")), float(_get(cfg, "penalty_factor", 1.0))
+        )
         if _get(cfg, "log", False):
             info = {**info, "overlong_reward": penalty, "overlong": penalty < 0}
         return reward + penalty, info

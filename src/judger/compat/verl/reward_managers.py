@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from judger.compat.verl.batch import run_sync
+from judger.compat.verl.batch import overlong_penalty, run_sync
 from judger.compat.verl.compute_score import default_compute_score
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
@@ -318,10 +318,10 @@ class DapoRewardManager(NaiveRewardManager):
         if self.overlong_buffer_len is None:
             return rewards
         assert self.max_resp_len is not None
-        expected = self.max_resp_len - self.overlong_buffer_len
         for i, length in enumerate(batch.valid_response_lengths):
-            exceed = int(length) - expected
-            penalty = min(-exceed / self.overlong_buffer_len * self.overlong_penalty_factor, 0.0)
+            penalty = overlong_penalty(
+                int(length), self.max_resp_len, self.overlong_buffer_len, self.overlong_penalty_factor
+            )
             rewards[i] += penalty
             if self.log_overlong:
                 results[i]["overlong_reward"] = penalty
