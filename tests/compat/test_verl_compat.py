@@ -275,3 +275,20 @@ def test_router_config_validation_and_serialisation() -> None:
         default_judger_config(overrides={"chess": GSM8KJudgerConfig()}).build()
     config = default_judger_config(compat="verl")
     assert type(config).model_validate_json(config.model_dump_json()) == config
+
+
+def test_sandbox_fusion_url_runs_code_on_that_server() -> None:
+    # verl passes sandbox_fusion_url to default_compute_score; the code routes then run there
+    from judger.testing import serve_asgi
+    from judger.testing.fake_sandbox_fusion import FakeSandboxFusion
+
+    fake = FakeSandboxFusion()
+    add = {"inputs": ["1 2", "3 4"], "outputs": ["3", "7"]}
+    code = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    with serve_asgi(fake.app) as server:
+        result = verl_compat.default_compute_score("codecontests", code, add, sandbox_fusion_url=server.url)
+    assert result["score"] == 1.0
+    assert [r["stdin"] for r in fake.requests] == ["1 2", "3 4"]
+    # without it, the local sandbox scores the same and the server sees nothing more
+    assert verl_compat.default_compute_score("codecontests", code, add)["score"] == 1.0
+    assert len(fake.requests) == 2

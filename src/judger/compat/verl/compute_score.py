@@ -24,7 +24,6 @@ from judger.scorers.math.boxed import last_boxed
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEAVY_TIMEOUT = 10.0
-_warned: dict[str, bool] = {"sandbox_fusion_url": False}
 _missing_labels = {"count": 0}
 
 
@@ -51,10 +50,8 @@ def _score_on_pool(
     timeout: float,
     on_failure: str,
 ) -> dict[str, Any]:
-
     if route.boxed_input and isinstance(solution_str, str):
         # the boxed answer is found here (a linear scan) so only a few characters cross to the worker
-
         solution_str = last_boxed(solution_str)
         options = {**options, "extracted": True}
     try:
@@ -97,13 +94,11 @@ def _default_compute_score(
     Returns a :class:`VerlScore` ``{"score", "acc", "pred"}`` (every route the same keys, so verl's
     managers can collect them across data sources); ``as_float=True`` returns the score alone (a
     plain float); ``full_output=True`` returns everything the scorer reports.
-    ``sandbox_fusion_url`` is not supported (code runs in judger's local sandbox);
-    ``memory_limit_mb`` sets the code sandbox's memory limit. Other keyword arguments are ignored,
-    as verl ignores them.
+    ``sandbox_fusion_url`` runs the code routes on that SandboxFusion server (``POST /run_code``), as
+    verl does; without it code runs in judger's local bubblewrap sandbox. ``memory_limit_mb`` sets
+    the local sandbox's memory limit. ``concurrent_semaphore`` and other keyword arguments are
+    ignored, as verl ignores them (the code judger bounds its own parallelism).
     """
-    if sandbox_fusion_url and not _warned["sandbox_fusion_url"]:
-        _warned["sandbox_fusion_url"] = True
-        logger.warning("judger: sandbox_fusion_url is ignored; code runs in judger's local sandbox")
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     if on_failure not in ("zero", "raise"):
@@ -115,6 +110,8 @@ def _default_compute_score(
         options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
         if route.name == "code" and memory_limit_mb:
             options["memory_mb"] = int(memory_limit_mb)
+        if route.name == "code" and sandbox_fusion_url:
+            options["sandbox_fusion_url"] = sandbox_fusion_url
         if route.runs_on_pool(compat):
             result = _score_on_pool(
                 route, solution_str, ground_truth, extra_info, options, timeout, on_failure
