@@ -19,12 +19,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
+from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from judger.core.errors import JudgeTimeoutError, RoutingError
 from judger.core.judger import BaseJudger
@@ -93,8 +95,6 @@ def _json(content: Any, status_code: int = 200) -> Response:
 def _flag(query: bytes, name: str) -> bool:
     if not query:
         return False
-    from urllib.parse import parse_qs
-
     values = parse_qs(query.decode("latin-1")).get(name)
     return values is not None and bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
 
@@ -438,8 +438,6 @@ def create_app(
         encode=_encode,
     )
     if allowed_hosts is not None:
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
         # outermost: a request for another host (DNS rebinding) is refused before anything else
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app

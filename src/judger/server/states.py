@@ -13,7 +13,7 @@ RolloutState itself, so no rule of the model is ever skipped.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
@@ -59,8 +59,6 @@ class _Twin:
 
 
 def _annotated(field: Any) -> Any:
-    from typing import Annotated
-
     parts = (field.annotation, *field.metadata)
     return Annotated[parts]
 
