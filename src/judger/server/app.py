@@ -240,6 +240,9 @@ def create_app(
                         timeout=PARSE_TIMEOUT,
                         max_input_bytes=max_body_bytes + 64 * 1024,
                         name="body_parser",
+                        # spawn, as before: this pool must not be the one that starts multiprocessing's
+                        # fork server, whose preload (math_verify) the judger's shared pool sets
+                        start_method="spawn",
                     )
                 )
             try:
