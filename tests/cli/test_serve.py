@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -29,21 +30,9 @@ judger_config = JudgerConfig(judger_name="cli_served", reward_handler=handler)
 """
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"judger serve exited with {proc.returncode}: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("judger serve did not become healthy")
-
-
-def test_serve_process_token_and_graceful_shutdown(tmp_path: Path) -> None:
+def test_serve_process_token_and_graceful_shutdown(
+    tmp_path: Path, wait_healthy: Callable[[str, subprocess.Popen[bytes]], None]
+) -> None:
     cfg = tmp_path / "served.py"
     cfg.write_text(CONFIG)
     port = free_port()
@@ -62,7 +51,7 @@ def test_serve_process_token_and_graceful_shutdown(tmp_path: Path) -> None:
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         body = {"response": "1", "label": "1"}
         assert httpx.post(url + "/reward", json=body).status_code == 401
         auth = {"Authorization": "Bearer env-token"}

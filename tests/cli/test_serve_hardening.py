@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -44,20 +45,9 @@ def _serve(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pop
     return subprocess.Popen(cmd, env={**clean, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("judger serve did not become healthy")
-
-
-def test_token_file_and_host_header(tmp_path: Path) -> None:
+def test_token_file_and_host_header(
+    tmp_path: Path, wait_healthy: Callable[[str, subprocess.Popen[bytes]], None]
+) -> None:
     cfg = tmp_path / "served.py"
     cfg.write_text(CONFIG)
     secret = tmp_path / "token"
@@ -66,7 +56,7 @@ def test_token_file_and_host_header(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     proc = _serve([str(cfg), "--port", str(port), "--token-file", str(secret)])
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         assert b"file-token-123" not in cmdline
         body = {"response": "1", "label": "1"}

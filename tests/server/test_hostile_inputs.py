@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -159,3 +162,22 @@ def test_metric_labels_are_bounded() -> None:
 def test_body_limits_are_validated() -> None:
     with pytest.raises(ValueError, match="max_depth"):
         BodyLimits(max_depth=0)
+
+
+def test_a_lost_body_parser_is_replaced(server: str) -> None:
+    """A costly body is parsed in another process; losing that process (the OOM killer) must not
+    fail every later costly body (a concurrent.futures pool broke for good)."""
+    headers = {"content-type": "application/json"}
+    # over KEY_BUDGET colons, each object within the key limits: parsed in the parser process
+    body = json.dumps([{"response": "2", "reward_model": {"ground_truth": "2"}}] * 8_000).encode()
+    before = {p.pid for p in multiprocessing.active_children()}
+    first = httpx.post(server + "/judge", content=body, headers=headers, timeout=60)
+    assert first.status_code == 200 and len(first.json()) == 8_000
+    parsers = [p for p in multiprocessing.active_children() if p.pid not in before]
+    assert parsers, "the costly body was not parsed in a separate process"
+    for process in parsers:
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(10)
+    again = httpx.post(server + "/judge", content=body, headers=headers, timeout=60)
+    assert again.status_code == 200, again.text[:300]
+    assert all(s["reward"]["score"] == 1.0 for s in again.json())

@@ -87,3 +87,35 @@ async def test_generic_judgers_are_not_batched() -> None:
     with serve_asgi(app) as srv:
         replies = await _concurrent(srv.url, [{"response": str(i), "label": "x"} for i in range(6)])
     assert [r.status_code for r in replies] == [200] * 6 and sorted(calls) == [str(i) for i in range(6)]
+
+
+class SlowGSM8K(CountingGSM8K):
+    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
+        await asyncio.sleep(0.2)
+        return await super().batch_judge(rollout_states)
+
+
+async def test_a_cancelled_request_does_not_fail_its_batch() -> None:
+    """A client that goes away cancels its own request, not the requests batched with it."""
+    from judger.server.batching import MicroBatcher
+
+    base = _judger()
+    judger = SlowGSM8K(
+        base.judger_name,
+        base.scorer,
+        base.options,
+        execution=base.execution,
+        on_error=base.on_error,
+        timeout=base.timeout,
+        batch_scorer=base.batch_scorer,
+        response_window=base.response_window,
+    )
+    judger.sizes = []
+    batcher = MicroBatcher(judger)
+    states = [RolloutState(response=f"#### {i}", reward_model={"ground_truth": str(i)}) for i in range(4)]
+    tasks = [asyncio.ensure_future(batcher.judge(s)) for s in states]
+    await asyncio.sleep(0.05)  # the batch is being judged
+    tasks[0].cancel()
+    done = await asyncio.gather(*tasks[1:], return_exceptions=True)
+    assert all(isinstance(s, RolloutState) and s.reward and s.reward["score"] == 1.0 for s in done), done
+    assert judger.sizes == [4]  # one batch, judged to its end

@@ -109,6 +109,17 @@ def test_judge_endpoint_single_and_list(server: str) -> None:
     assert failed["extra_fields"]["judge_failure"] == {"judger": "exact", "kind": "error"}
 
 
+def test_judge_keeps_xtuner_uid_and_rollout_id_in_step(server: str) -> None:
+    # XTuner's deprecated uid fills rollout_id and back, as RolloutState's own validation does
+    posted = [
+        {"response": "2", "reward_model": {"ground_truth": "2"}, "uid": 5},
+        {"response": "2", "reward_model": {"ground_truth": "2"}, "rollout_id": 7},
+    ]
+    by_uid, by_id = httpx.post(server + "/judge", params={"full": "true"}, json=posted).json()
+    assert (by_uid["uid"], by_uid["rollout_id"]) == (5, 5)
+    assert (by_id["uid"], by_id["rollout_id"]) == (7, 7)
+
+
 def test_judge_empty_list_is_an_empty_answer(server: str) -> None:
     reply = httpx.post(server + "/judge", json=[])
     assert reply.status_code == 200 and reply.json() == []

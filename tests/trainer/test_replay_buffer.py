@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from judger.core.errors import InputError
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.replay_buffer import ReplayBuffer, ReplayBufferConfig, read_sink
 from judger.trainer.training import prepare_train_data
@@ -70,3 +73,14 @@ def test_parquet_sink_writes_whole_parts(tmp_path: Path) -> None:
     got = list(read_sink(sink))
     assert [g[0].group_id for _, g in got] == [f"g{i}" for i in range(5)]
     assert not list(sink.glob("*.tmp"))
+
+
+def test_a_cut_jsonl_sink_line_is_named(tmp_path: Path) -> None:
+    sink = tmp_path / "groups.jsonl"
+    buf = ReplayBufferConfig(sink=sink).build()
+    buf.add(judged("a", [1]))
+    buf.close()
+    with sink.open("a", encoding="utf-8") as fh:
+        fh.write('{"group": 1, "reason": null, "sta')  # killed while writing the second group
+    with pytest.raises(InputError, match=r"groups\.jsonl: row 2: not valid JSON"):
+        list(read_sink(sink))

@@ -9,18 +9,31 @@ timeout; see the table).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
+import json
+import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from judger.cli import process
 from judger.cli.loading import ConfigError, load_preset, load_target
+from judger.cli.report import examples, progress_bar, render_examples, render_summary, summarize
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
+from judger.runtime.procpool.pool import (
+    close_shared_pool,
+    configure_shared_pool,
+    shared_pool,
+    shared_pool_options,
+)
+from judger.trainer.metrics import compute_validation_metrics
 
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
@@ -88,8 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _same_file(input_path: str, output_path: str) -> bool:
-    import os
-
     try:
         return os.path.samefile(input_path, output_path)
     except OSError:  # the output does not exist yet (or the input does not: reading reports it)
@@ -99,9 +110,6 @@ def _same_file(input_path: str, output_path: str) -> bool:
 def _write_atomically(output: str, write: Any) -> None:
     """``write(tmp)`` next to ``output``, then rename it over ``output``: a reader never sees a
     half-written file, and a failed write leaves any previous output as it was."""
-    import os
-    from pathlib import Path
-
     target = Path(output)
     target.parent.mkdir(parents=True, exist_ok=True)
     # same directory (a rename within one filesystem is atomic) and same suffix (it picks the format)
@@ -139,8 +147,6 @@ def with_workers(cfg: Any, workers: int) -> Any:
 
 def _size_process_pool(workers: int) -> None:
     """Size the shared worker-process pool (keeping any other options already configured)."""
-    from judger.runtime.procpool.pool import configure_shared_pool, shared_pool_options
-
     configure_shared_pool(**{**shared_pool_options(), "workers": workers})
 
 
@@ -160,15 +166,11 @@ def _start_pools(judger: Any) -> None:
         stack.extend(getattr(current, "branches", {}).values())
         uses_pool = getattr(current, "execution", None) == "process"
     if uses_pool:
-        from judger.runtime.procpool.pool import shared_pool
-
         shared_pool().start()
 
 
 def _close_shared_pool() -> None:
     """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
-    from judger.runtime.procpool.pool import close_shared_pool
-
     close_shared_pool()
 
 
@@ -235,13 +237,8 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-    import json
-    import time
-
-    from judger.cli.report import examples, progress_bar, render_examples, render_summary, summarize
+    # trainer.io only for this subcommand: `judger serve` and `judger --help` do not load it
     from judger.trainer.io import InputError, read_rollouts, write_rollouts
-    from judger.trainer.metrics import compute_validation_metrics
 
     if args.compat and (args.config or args.preset):
         _say("judger score: --compat applies to the default config only (drop -c / --preset)")

@@ -19,18 +19,21 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
+from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from judger.core.errors import RoutingError
+from judger.core.errors import JudgeTimeoutError, RoutingError
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 from judger.presets.base import ScorerJudger
+from judger.runtime.procpool import ProcessPool
 from judger.server.batching import MicroBatcher
 from judger.server.body import BodyError, BodyLimits, costly, parse_json
 from judger.server.guard import GuardMiddleware
@@ -57,6 +60,9 @@ PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # bodies above this size are parsed and validated on a thread, so the event loop keeps serving
 INLINE_PARSE_BYTES = 64 * 1024
 DEFAULT_LOG_KEYS = ("acc",)
+PARSER_WORKERS = 2
+# json.loads of a body within max_body_bytes takes well under a second; past this its parse is refused
+PARSE_TIMEOUT = 30.0
 LIGHT_FIELDS = ("reward", "status", "error_msg")
 
 T = TypeVar("T")
@@ -89,8 +95,6 @@ def _json(content: Any, status_code: int = 200) -> Response:
 def _flag(query: bytes, name: str) -> bool:
     if not query:
         return False
-    from urllib.parse import parse_qs
-
     values = parse_qs(query.decode("latin-1")).get(name)
     return values is not None and bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
 
@@ -196,13 +200,13 @@ def create_app(
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
     log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
 
-    parsers: list[Any] = []  # the process that parses costly bodies, started on first need
+    parsers: list[ProcessPool] = []  # the processes that parse costly bodies, started on first need
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         for pool in parsers:
-            pool.shutdown(wait=False, cancel_futures=True)
+            await pool.aclose()
         if close_judger:
             await live.aclose()
 
@@ -227,11 +231,24 @@ def create_app(
             # parsed where holding the interpreter stalls no one; a body over a limit is refused
             # there and only the error comes back
             if not parsers:
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
-                parsers.append(ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")))
-            value = await asyncio.get_running_loop().run_in_executor(parsers[0], parse_json, body, limits)
+                # judger's own ProcessPool, not concurrent.futures: a lost worker (OOM killer) is
+                # replaced, where a ProcessPoolExecutor breaks for every later body; and a pool of its
+                # own, not shared_pool, so no body waits behind the judger's scoring calls there
+                parsers.append(
+                    ProcessPool(
+                        PARSER_WORKERS,
+                        timeout=PARSE_TIMEOUT,
+                        max_input_bytes=max_body_bytes + 64 * 1024,
+                        name="body_parser",
+                        # spawn, as before: this pool must not be the one that starts multiprocessing's
+                        # fork server, whose preload (math_verify) the judger's shared pool sets
+                        start_method="spawn",
+                    )
+                )
+            try:
+                value = await parsers[0].run(parse_json, body, limits)
+            except JudgeTimeoutError:
+                raise BodyError(f"body: not parsed within {PARSE_TIMEOUT:g} s") from None
             return await asyncio.to_thread(build, value)
         return await asyncio.to_thread(lambda: build(parse_json(body, limits)))
 
@@ -424,8 +441,6 @@ def create_app(
         encode=_encode,
     )
     if allowed_hosts is not None:
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
         # outermost: a request for another host (DNS rebinding) is refused before anything else
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app

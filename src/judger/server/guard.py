@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from typing import Any
 
+from judger.core.deadlines import deadline
 from judger.core.errors import RoutingError
 from judger.server.body import BodyError
 from judger.server.metrics import ServerMetrics
@@ -40,10 +40,8 @@ class _BodyTimeout(Exception):
 
 async def _within(seconds: float, awaitable: Awaitable[bytes]) -> bytes:
     try:
-        if sys.version_info >= (3, 11):
-            async with asyncio.timeout(seconds):
-                return await awaitable
-        return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
+        async with deadline(seconds):  # asyncio.timeout, or core's task-free fallback on 3.10
+            return await awaitable
     except (TimeoutError, asyncio.TimeoutError):
         raise _BodyTimeout from None
 

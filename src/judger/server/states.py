@@ -4,7 +4,8 @@ RolloutState's own validation runs a Python before-validator per state (its did-
 unknown fields), which costs more than judging a cheap sample. The server already bounds and checks
 what it accepts, so it validates posted states with a light twin of RolloutState: the same fields,
 types and defaults, ``extra="forbid"``, no Python model validator, then hands the validated values
-to RolloutState without validating them again. The twin is used only while RolloutState has no
+to :meth:`RolloutState.from_checked` (which validates again only a posted ``uid``/``rollout_id``,
+the alias pair RolloutState's own validator keeps equal). The twin is used only while RolloutState has no
 validator other than that one (checked when it is built); otherwise states are validated by
 RolloutState itself, so no rule of the model is ever skipped.
 """
@@ -12,7 +13,8 @@ RolloutState itself, so no rule of the model is ever skipped.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import functools
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
@@ -47,12 +49,10 @@ class _Twin:
     def adopt(self, twin: Any) -> RolloutState:
         if not self.usable:
             return twin  # already a RolloutState
-        state = RolloutState.__new__(RolloutState)
-        object.__setattr__(state, "__dict__", twin.__dict__)
-        object.__setattr__(state, "__pydantic_fields_set__", twin.__pydantic_fields_set__)
-        object.__setattr__(state, "__pydantic_extra__", None)
-        object.__setattr__(state, "__pydantic_private__", None)
-        return state
+        # from_checked builds the state from the twin's checked values; a posted uid/rollout_id goes
+        # through RolloutState's own validation there, which keeps XTuner's alias pair in step
+        values = twin.__dict__
+        return RolloutState.from_checked({name: values[name] for name in twin.__pydantic_fields_set__})
 
     def hint(self, name: str) -> str:
         close = difflib.get_close_matches(str(name)[:64], self.fields, n=1)
@@ -60,20 +60,14 @@ class _Twin:
 
 
 def _annotated(field: Any) -> Any:
-    from typing import Annotated
-
     parts = (field.annotation, *field.metadata)
     return Annotated[parts]
 
 
-_twin: _Twin | None = None
-
-
+@functools.cache
 def twin() -> _Twin:
-    global _twin
-    if _twin is None:
-        _twin = _Twin()
-    return _twin
+    """Built on first use (about 3 ms), not at import."""
+    return _Twin()
 
 
 def validate_json(body: bytes, many: bool) -> list[RolloutState]:

@@ -25,18 +25,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
+from judger.runtime.http import HttpClient
 from judger.trainer.controller import RolloutController
 from judger.trainer.sample_params import SampleParams, as_sample_params
 from judger.trainer.tokenizer import load_tokenizer
-
-if TYPE_CHECKING:
-    from judger.trainer.controller import RolloutController
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
 
@@ -195,8 +193,6 @@ class OpenAICompletionsGenerator:
         render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
         tokenize: Callable[[str], list[int]] | None = None,
     ) -> None:
-        from judger.runtime.http import HttpClient
-
         base = base_url.rstrip("/")
         for suffix in ("/v1/completions", "/v1"):
             if base.endswith(suffix):

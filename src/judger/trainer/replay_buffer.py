@@ -24,7 +24,9 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from judger.core.errors import InputError
 from judger.core.rollout import RolloutState
+from judger.trainer.io import RowError, iter_rows
 from judger.trainer.training import skip_reason
 
 
@@ -147,11 +149,11 @@ def read_sink(sink: str | Path) -> Iterator[tuple[str | None, list[RolloutState]
     """``(reason, group)`` for every group a sink holds, in the order written."""
     sink = Path(sink)
     if sink.suffix.lower() == ".jsonl":
-        with sink.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    record = json.loads(line)
-                    yield record["reason"], [RolloutState.model_validate(s) for s in record["states"]]
+        for _, record in iter_rows(sink):
+            if isinstance(record, RowError):
+                # a line cut short (the run was killed while writing it) is named, not a bare JSONDecodeError
+                raise InputError(f"{sink}: {record}")
+            yield record["reason"], [RolloutState.model_validate(s) for s in record["states"]]
         return
     import pyarrow.parquet as pq
 
