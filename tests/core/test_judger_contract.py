@@ -276,3 +276,16 @@ def test_failures_round_trip_through_pickle_and_exceptions() -> None:
     boom = JudgeFailure.from_exception(ValueError("bad label"), "j")
     assert (boom.kind, boom.message) == ("error", "ValueError: bad label")
     assert pickle.loads(pickle.dumps(boom)) == boom
+
+
+def test_failure_of_reads_back_what_mark_failed_recorded() -> None:
+    from judger import JudgeFailure
+    from judger.core.failure import failure_of, mark_failed
+
+    failure = JudgeFailure(judger="j", kind="timeout", message="JudgeTimeoutError: timeout: slow")
+    failed = mark_failed(state("1"), failure)
+    assert failure_of(failed) == failure
+    assert failure_of(state("1")) is None
+    bare = state("1")
+    bare.status, bare.error_msg = Status.FAILED, None  # failed elsewhere, without the record
+    assert failure_of(bare, "server") == JudgeFailure("server", "error", "judging failed")

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
     from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
     from judger.trainer.controller import GenerationError, RolloutControllerConfig
-    from judger.trainer.io import InputError, _json_default, state_to_row, write_rollouts
+    from judger.trainer.io import InputError, json_default, state_to_row, write_rollouts
     from judger.trainer.metrics import compute_validation_metrics
     from judger.trainer.sampler import SamplerConfig
 
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             if sink is not None:
                 sink.write(
                     "".join(
-                        json.dumps(state_to_row(s), ensure_ascii=False, default=_json_default) + "\n"
+                        json.dumps(state_to_row(s), ensure_ascii=False, default=json_default) + "\n"
                         for s in states
                     )
                 )

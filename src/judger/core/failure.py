@@ -43,3 +43,16 @@ def mark_failed(state: RolloutState, failure: JudgeFailure) -> RolloutState:
     state.error_msg = failure.message
     state.extra_fields["judge_failure"] = {"judger": failure.judger, "kind": failure.kind}
     return state
+
+
+def failure_of(state: RolloutState, judger_name: str = "") -> JudgeFailure | None:
+    """What :func:`mark_failed` recorded on a FAILED state (None for any other status); a state
+    failed elsewhere, without the record, reads as an error of ``judger_name``."""
+    if state.status is not Status.FAILED:
+        return None
+    info = state.extra_fields.get("judge_failure")
+    info = info if isinstance(info, dict) else {}
+    kind: FailureKind = "timeout" if info.get("kind") == "timeout" else "error"
+    return JudgeFailure(
+        judger=str(info.get("judger", judger_name)), kind=kind, message=state.error_msg or "judging failed"
+    )

@@ -29,6 +29,7 @@ from fastapi.responses import PlainTextResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from judger.core.errors import JudgeTimeoutError, RoutingError
+from judger.core.failure import failure_of
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
@@ -69,14 +70,12 @@ T = TypeVar("T")
 
 
 def _failure_of(state: RolloutState, judger_name: str) -> dict[str, str] | None:
-    if state.status is not Status.FAILED:
-        return None
-    info = state.extra_fields.get("judge_failure") or {}
-    return {
-        "judger": str(info.get("judger", judger_name)),
-        "kind": str(info.get("kind", "error")),
-        "message": state.error_msg or "judging failed",
-    }
+    failure = failure_of(state, judger_name)
+    return (
+        None
+        if failure is None
+        else {"judger": failure.judger, "kind": failure.kind, "message": failure.message}
+    )
 
 
 def _encode(content: Any) -> bytes:

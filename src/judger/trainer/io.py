@@ -318,7 +318,7 @@ def state_to_row(state: RolloutState) -> dict[str, Any]:
     return row
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     if hasattr(value, "item"):
@@ -341,7 +341,7 @@ def write_rollouts(path: str | Path, states: Sequence[RolloutState], layout: Lay
     if fmt == "jsonl":
         with path.open("w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, default=_json_default))
+                fh.write(json.dumps(row, ensure_ascii=False, default=json_default))
                 fh.write("\n")
         return
     _write_parquet(path, rows)
@@ -364,7 +364,7 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
             # ground truth that is a number here and a list there) is stored as JSON text
             arrays[name] = pa.array(
                 [
-                    None if v is None else json.dumps(v, ensure_ascii=False, default=_json_default)
+                    None if v is None else json.dumps(v, ensure_ascii=False, default=json_default)
                     for v in values
                 ],
                 type=pa.string(),
