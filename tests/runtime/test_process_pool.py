@@ -266,7 +266,12 @@ def test_shared_pool_is_per_process_and_restarts_after_fork() -> None:
     child = ctx.Process(target=_child_uses_its_own_shared_pool, args=(queue,))
     child.start()
     own, value = queue.get(timeout=30)
-    child.join(10)
+    child.join(20)
+    if child.is_alive():  # never leave it for the interpreter's exit to join
+        child.kill()
+    # the child exits on its own: multiprocessing joins a child's children before os._exit, so a
+    # shared pool left open there would hold it (and the test run) for ever
+    assert child.exitcode == 0
     assert own is True and value == 42
     assert shared_pool() is parent and parent.run_sync(abs, -2) == 2
 

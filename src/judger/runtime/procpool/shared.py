@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from multiprocessing import util as mp_util
 from typing import Any
 
 from judger.runtime.procpool.forkserver import forget_parents_fork_server
@@ -38,6 +39,9 @@ def shared_pool() -> ProcessPool:
         if pool is None or pool.closed or pool.owner_pid != os.getpid():
             options = {"preload": _default_preload(), "name": "shared_pool", **_shared_options}
             pool = _shared = ProcessPool(**options)
+            # A multiprocessing child ends by joining its own children, then os._exit: atexit never
+            # runs there. Close the pool before that join, or it waits on our workers for ever.
+            mp_util.Finalize(None, close_shared_pool, exitpriority=10)
         return pool
 
 
