@@ -176,7 +176,8 @@ async def test_verl_style_functions_as_reward_handlers(reward_file: Path) -> Non
     assert [s.reward for s in out] == [{"score": 1.0}, {"score": 0.0}]
     # each sample reached the function with its own data_source (sync handlers run on worker
     # threads, so the order of the two calls is not part of the contract)
-    assert sorted(sys.modules[load_reward_function(reward_file).fn.__module__].CALLS[-2:]) == ["src_a", "src_b"]
+    calls = sys.modules[load_reward_function(reward_file).fn.__module__].CALLS
+    assert sorted(calls[-2:]) == ["src_a", "src_b"]
 
     batch_fn = load_reward_function(reward_file, "compute_score_batch", {"scale": 3.0})
     batch = JudgerConfig(judger_name="b", reward_handler=batch_fn).build()
