@@ -9,6 +9,7 @@ process and no file outside its scratch, and leave the judger working.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import resource
@@ -32,6 +33,10 @@ from judger.testing.processes import processes_with, sandbox_processes_after
 pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}")
 
 LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scratch_mb=64)
+# By default the kernel refuses the program any new process (the worker's seccomp filter), so an
+# escape through ``_posixsubprocess`` cannot even start. Tests of what an escaped process could
+# reach run with subprocesses allowed, so that the layers under that filter are tested too.
+ESCAPE = dataclasses.replace(LIMITS, allow_subprocess=True)
 
 # a fresh interpreter without the audit hook, started the way finding 2 did (new session too)
 UNHOOKED = """
@@ -122,7 +127,7 @@ async def test_killing_the_parent_kills_only_the_sample() -> None:
             + "'    except OSError: pass')\nprint('alive')"
         ),
         {"inputs": [""], "outputs": ["alive"]},
-        limits=LIMITS,
+        limits=ESCAPE,
     )
     assert out["score"] == 0.0
     await judger_still_works()
@@ -195,7 +200,7 @@ async def test_a_new_session_child_dies_with_the_sample_and_reaches_nothing(tmp_
     )
     # the unhooked child keeps running in its own session when the sample ends
     start = time.monotonic()
-    text, _ = await stdout_of(program + f"print(unhooked({payload!r}).strip())\n")
+    text, _ = await stdout_of(program + f"print(unhooked({payload!r}).strip())\n", ESCAPE)
     try:
         assert time.monotonic() - start < 30
         assert "connected" not in text and "wrote" not in text, text
@@ -213,11 +218,43 @@ async def test_a_new_session_child_dies_with_the_sample_and_reaches_nothing(tmp_
     await judger_still_works()
 
 
+def _count_processes() -> int:
+    return sum(entry.isdigit() for entry in os.listdir("/proc"))
+
+
 async def test_no_new_process_by_default_and_fork_bombs_are_bounded() -> None:
+    # RLIMIT_NPROC alone let this bomb reach 6,500 processes when the judge runs as root (the
+    # kernel never applies it to root, and the sandbox's uid is root outside its namespace)
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    program = UNHOOKED + f"unhooked({bomb!r}, wait=False)\nimport time\ntime.sleep(2)\nprint('done')"
-    out = await score_async(fenced(program), {"inputs": [""], "outputs": ["never"]}, limits=LIMITS)
-    assert out["score"] == 0.0
+    spawn = UNHOOKED + "print(unhooked('print(1)'))"
+    text, outcome = await stdout_of(spawn)
+    assert outcome.status == "error" and "Operation not permitted" in outcome.detail, (text, outcome)
+    threads = (
+        "import threading\nseen = []\n"
+        "workers = [threading.Thread(target=seen.append, args=(i,)) for i in range(8)]\n"
+        "[w.start() for w in workers]\n[w.join() for w in workers]\nprint(sum(seen))"
+    )
+    assert (await stdout_of(threads))[0].strip() == "28"  # threads still start
+    assert (await stdout_of(spawn, ESCAPE))[0].strip() == "1"  # unless subprocesses are allowed
+    peak = [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _count_processes())
+            time.sleep(0.02)
+
+    base = _count_processes()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for program in (bomb, UNHOOKED + f"unhooked({bomb!r}, wait=False)\nimport time\ntime.sleep(2)"):
+            out = await score_async(fenced(program), {"inputs": [""], "outputs": ["never"]}, limits=LIMITS)
+            assert out["score"] == 0.0
+    finally:
+        done.set()
+        watcher.join()
+    assert peak[0] - base < 32, f"{peak[0] - base} processes above the {base} before the bomb"
     await judger_still_works()
 
 
@@ -332,7 +369,7 @@ async def test_expected_outputs_are_nowhere_in_the_sandbox() -> None:
     tests = {"inputs": ["1"], "outputs": [secret]}
     out = await score_async(fenced(hunter), tests, limits=LIMITS)
     assert out["score"] == 0.0
-    out = await score_async(fenced(UNHOOKED + f"print(unhooked({hunter!r}))"), tests, limits=LIMITS)
+    out = await score_async(fenced(UNHOOKED + f"print(unhooked({hunter!r}))"), tests, limits=ESCAPE)
     assert out["score"] == 0.0
 
 
@@ -391,8 +428,8 @@ async def test_writes_through_dir_fds_openers_fifos_and_xattrs_fail() -> None:
         "attempt('symlink', lambda: os.symlink('/tmp', '/usr/judger-link'))\n"
         "print(' | '.join(ok) or 'none')\n"
     )
-    for program in (attempts, UNHOOKED + f"print(unhooked({attempts!r}))"):
-        text, _ = await stdout_of(program)
+    for program, limits in ((attempts, LIMITS), (UNHOOKED + f"print(unhooked({attempts!r}))", ESCAPE)):
+        text, _ = await stdout_of(program, limits)
         assert text.strip().splitlines()[-1] == "none", text
     for path in (
         "/judger-pwn",
@@ -428,7 +465,7 @@ async def test_memfd_and_sysv_shared_memory_are_refused() -> None:
         "ids = [libc.shmget(0, 60 << 20, 0o1600), libc.msgget(0, 0o1600)]\n"
         "print('held' if max(ids) >= 0 else 'refused')\n"
     )
-    text, _ = await stdout_of(UNHOOKED + f"print(unhooked({shm!r}))")
+    text, _ = await stdout_of(UNHOOKED + f"print(unhooked({shm!r}))", ESCAPE)
     assert text.strip() == "refused"
 
 
@@ -475,8 +512,8 @@ async def test_the_hosts_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatc
         "seen['/'] = sorted(os.listdir('/'))\n"
         "print(json.dumps(seen))\n"
     )
-    for program in (snoop, UNHOOKED + f"print(unhooked({snoop!r}))"):
-        text, _ = await stdout_of(program)
+    for program, limits in ((snoop, LIMITS), (UNHOOKED + f"print(unhooked({snoop!r}))", ESCAPE)):
+        text, _ = await stdout_of(program, limits)
         seen = json.loads(text.strip().splitlines()[-1])
         assert secret not in text
         assert seen["/etc/passwd"] == "FileNotFoundError" and seen["/etc/shadow"] == "FileNotFoundError"

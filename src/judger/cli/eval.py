@@ -14,7 +14,10 @@ judged; 4 some samples failed to be generated (see the table's skipped count and
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +110,6 @@ def _partial_path(output: Path) -> Path:
 def resume(path: Path, n: int) -> dict[Any, list[Any]]:
     """The groups already written to ``path`` whole (``n`` samples, none failed to generate), by
     group id; the file is rewritten without the others, which will be generated again."""
-    import json
-
     from judger.trainer.io import parse_row
 
     if not path.exists():
@@ -139,10 +140,6 @@ def resume(path: Path, n: int) -> dict[Any, list[Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-    import json
-    import time
-
     from rich.console import Console
 
     from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig

@@ -89,7 +89,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     memory_mb: int = Field(1024, gt=0, description="address-space limit of the program (RLIMIT_AS)")
     output_mb: int = Field(64, gt=0, description="largest file (stdout included) the program may write")
     scratch_mb: int = Field(256, gt=0, description="total size of the program's scratch tmpfs")
-    processes: int = Field(64, gt=0, description="processes and threads the program may have (RLIMIT_NPROC)")
+    processes: int = Field(
+        64,
+        gt=0,
+        description=(
+            "RLIMIT_NPROC, which the kernel skips when the judge runs as root; new processes are "
+            "refused outright, threads are also bounded by memory_mb"
+        ),
+    )
     isolation: Literal["bwrap", "none-unsafe"] = Field(
         "bwrap", description="'none-unsafe' runs untrusted code without kernel isolation"
     )

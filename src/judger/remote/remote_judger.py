@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from judger.core.judger import Judger
@@ -170,8 +171,6 @@ class RemoteJudger(RayJudger):
 
     async def actor_stats(self) -> dict[str, Any]:
         """The actor's own counters: pid, calls, payloads, payload keys received."""
-        import asyncio
-
         return await asyncio.wrap_future(self.endpoint.handle.stats.remote().future())
 
     def _kill_actors(self) -> None:

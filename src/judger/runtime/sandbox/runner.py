@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from typing import Any, Literal
 from judger.core import loops
 from judger.core.errors import JudgerError
 from judger.runtime.sandbox import bwrap
-from judger.runtime.sandbox.seccomp import filter_program
+from judger.runtime.sandbox.seccomp import filter_program, fork_filter
 
 Mode = Literal["stdin", "call", "assert"]
 TestStatus = Literal["passed", "failed", "error", "timeout", "crashed", "not_run"]
@@ -268,8 +269,17 @@ def _job(
             "processes": limits.processes,
             "open_files": limits.open_files,
             "allow_subprocess": limits.allow_subprocess,
+            # installed by the worker on itself before the program runs: the kernel, not only the
+            # audit hook, refuses new processes (RLIMIT_NPROC does nothing when the judge is root)
+            "fork_filter": None if limits.allow_subprocess else _fork_filter_hex(),
         },
     }
+
+
+@functools.cache
+def _fork_filter_hex() -> str | None:
+    program = fork_filter()
+    return None if program is None else program.hex()
 
 
 async def run_tests(

@@ -117,9 +117,30 @@ def _confine(job: dict) -> None:
     _limit(resource.RLIMIT_NOFILE, limits["open_files"])
     if limits["processes"]:
         _limit(resource.RLIMIT_NPROC, limits["processes"])
+    if limits.get("fork_filter"):
+        _deny_new_processes(bytes.fromhex(limits["fork_filter"]))
     _limit(resource.RLIMIT_CPU, int(limits["cpu_total_s"]) + 1)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     _install_guard(os.path.realpath(os.getcwd()), limits["allow_subprocess"], job["isolated"])
+
+
+def _deny_new_processes(program: bytes) -> None:
+    """Install the host's seccomp filter that refuses fork/vfork/clone of a process (threads still
+    start). Before the audit hook, which blocks ctypes; a failure stops the worker before any of the
+    program's code runs (the sample crashes; it never runs unconfined)."""
+    import ctypes
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(program, len(program))
+    prog = _Prog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
+    # PR_SET_NO_NEW_PRIVS (bubblewrap sets it already; isolation="none-unsafe" does not), then
+    # PR_SET_SECCOMP with SECCOMP_MODE_FILTER
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"sandbox: cannot install the process filter: {os.strerror(err)}")
 
 
 _ERROR_FD = -1
