@@ -20,7 +20,7 @@ from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.outputs import check_output
-from judger.core.rollout import RolloutState
+from judger.core.rollout import RolloutState, write_reward
 
 JudgerPayload = dict[str, Any]
 JudgerPayloadBatch = JudgerPayload | list[JudgerPayload]
@@ -145,7 +145,7 @@ class Judger(BaseJudger):
     def postprocess(
         self, rollout_state: RolloutState, output: JudgerOutput
     ) -> RolloutState | Awaitable[RolloutState]:
-        rollout_state.reward = output
+        write_reward(rollout_state, output)
         return rollout_state
 
     # --- running payloads: deadlines, validation, dedup, isolation --------------------------------
@@ -297,18 +297,37 @@ class Judger(BaseJudger):
                 self.capture(state, exc)
         results = await self.run_payloads(payloads)
         for i, result in zip(owners, results):
-            await self.finish(rollout_states[i], result)
+            written = self._finish_now(rollout_states[i], result)
+            if not isinstance(written, RolloutState) and inspect.isawaitable(written):
+                await written  # an async postprocess: the rest of its work
         return rollout_states
 
     async def finish(self, state: RolloutState, result: PayloadResult) -> RolloutState:
         """Write one result back: ``postprocess`` for an output, the failure policy otherwise."""
+        written = self._finish_now(state, result)
+        if not isinstance(written, RolloutState) and inspect.isawaitable(written):
+            return await written
+        return written
+
+    def _finish_now(
+        self, state: RolloutState, result: PayloadResult
+    ) -> RolloutState | Awaitable[RolloutState]:
+        # the synchronous part of finish: batch_judge calls it per sample without a coroutine each
         if isinstance(result, JudgeFailure):
             if self.on_error == "raise":
                 raise result.to_exception()
             return mark_failed(state, result)
         try:
             written = self.postprocess(state, result)
-            return await written if inspect.isawaitable(written) else written
+        except Exception as exc:
+            return self.capture(state, exc)
+        if isinstance(written, RolloutState) or not inspect.isawaitable(written):
+            return written
+        return self._finish_async(state, written)
+
+    async def _finish_async(self, state: RolloutState, written: Awaitable[RolloutState]) -> RolloutState:
+        try:
+            return await written
         except Exception as exc:
             return self.capture(state, exc)
 

@@ -206,3 +206,19 @@ class RolloutState(BaseModel):
     def ground_truth(self) -> Any:
         """``reward_model["ground_truth"]``, or None when there is no reward model."""
         return self.reward_model.get("ground_truth") if self.reward_model else None
+
+
+# RolloutState leaves validate_assignment off (see its model_config); if that changes, writes go
+# through pydantic again
+_DIRECT_WRITE = not RolloutState.model_config.get("validate_assignment")
+
+
+def write_reward(state: RolloutState, reward: dict[str, Any] | None) -> None:
+    """``state.reward = reward``, written the way pydantic's ``__setattr__`` writes a plain field
+    (instance dict and fields-set) without its Python-level dispatch, which costs more than judging
+    a trivial sample. Subclasses, which may validate assignments, go through pydantic."""
+    if _DIRECT_WRITE and type(state) is RolloutState:
+        state.__dict__["reward"] = reward
+        state.__pydantic_fields_set__.add("reward")
+    else:
+        state.reward = reward

@@ -22,7 +22,7 @@ from typing import Any
 
 from judger.core.judger import Judger
 from judger.core.outputs import check_output
-from judger.core.rollout import RolloutState
+from judger.core.rollout import RolloutState, write_reward
 from judger.presets.base import ScorerJudger
 
 _CHUNK = 256
@@ -80,16 +80,8 @@ class InlineScorerJudger(ScorerJudger):
             models = [f["reward_model"] for f in fields]
             labels = [rm.get("ground_truth") if isinstance(rm, dict) else None for rm in models]
             rewards = self.batch_scorer([f["response"] for f in fields], labels)
-        direct = _DIRECT_WRITE
-        for state, f, reward in zip(chunk, fields, rewards):
+        for state, reward in zip(chunk, rewards):
             if type(reward) is not dict:
                 self.capture(state, reward)
-            elif direct:  # what pydantic's __setattr__ does for a plain field
-                f["reward"] = reward
-                state.__pydantic_fields_set__.add("reward")
             else:
-                state.reward = reward
-
-
-# RolloutState leaves validate_assignment off (see rollout.py); if that changes, go through pydantic
-_DIRECT_WRITE = not RolloutState.model_config.get("validate_assignment")
+                write_reward(state, reward)

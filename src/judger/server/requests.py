@@ -113,32 +113,34 @@ def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutStat
     """``/judge`` validated straight from the JSON bytes, when cheap byte counts prove the body
     within the key and string limits (at most as many keys as colons, no string longer than the
     body); None otherwise (the caller parses and walks it). Posted judger-written fields are
-    checked on the validated states."""
+    checked on the validated fields, before the states are built."""
     if body.count(b":") > limits.max_keys_per_object or len(body) > limits.max_string_chars:
         return None
     many = body.lstrip()[:1] == b"["
+
+    def posted(fields: dict[str, Any], i: int) -> None:
+        # on the validated fields, before the state is built: a dict is cheaper to read than a model
+        where = f"[{i}]" if many else "body"
+        for name in ("reward", "error_msg"):
+            if fields.get(name) is not None:
+                raise BodyError(f"{where}.{name}: written by the judger; post it as null or leave it out")
+        status = fields.get("status", Status.INIT)
+        if status is not Status.COMPLETED:
+            if status is not Status.INIT:
+                raise BodyError(
+                    f"{where}.status: {echo(status.value)} cannot be judged; post 'completed' or leave it out"
+                )
+            fields["status"] = Status.COMPLETED  # posted to be judged: a finished rollout
+        extra = fields.get("extra_fields")
+        if extra and "judge_failure" in extra:
+            raise BodyError(f"{where}.extra_fields.judge_failure: written by the judger; leave it out")
+
     try:
-        states = validate_json(body, many)
+        states = validate_json(body, many, posted)
     except ValidationError as exc:
         if any(e.get("type") == "json_invalid" for e in exc.errors(include_input=False, include_url=False)):
             raise BodyError(f"body: invalid JSON ({validation_message(exc, 'body')})", status=400) from None
         raise BodyError(validation_message(exc, "" if many else "body", indexed=many)) from None
-    for i, state in enumerate(states):
-        where = f"[{i}]" if many else "body"
-        if state.reward is not None or state.error_msg is not None:
-            name = "reward" if state.reward is not None else "error_msg"
-            raise BodyError(f"{where}.{name}: written by the judger; post it as null or leave it out")
-        if state.status is not Status.COMPLETED:
-            if state.status is not Status.INIT:
-                raise BodyError(
-                    f"{where}.status: {echo(state.status.value)} cannot be judged; "
-                    "post 'completed' or leave it out"
-                )
-            # posted to be judged: a finished rollout (a plain attribute write: pydantic's __setattr__
-            # costs a microsecond a state, and these states were validated just above)
-            state.__dict__["status"] = Status.COMPLETED
-        if "judge_failure" in state.extra_fields:
-            raise BodyError(f"{where}.extra_fields.judge_failure: written by the judger; leave it out")
     return states, many
 
 

@@ -2,21 +2,23 @@
 
 RolloutState's own validation runs a Python before-validator per state (its did-you-mean message for
 unknown fields), which costs more than judging a cheap sample. The server already bounds and checks
-what it accepts, so it validates posted states with a light twin of RolloutState: the same fields,
-types and defaults, ``extra="forbid"``, no Python model validator, then hands the validated values
-to :meth:`RolloutState.from_checked` (which validates again only a posted ``uid``/``rollout_id``,
-the alias pair RolloutState's own validator keeps equal). The twin is used only while RolloutState has no
-validator other than that one (checked when it is built); otherwise states are validated by
-RolloutState itself, so no rule of the model is ever skipped.
+what it accepts, so it validates posted states with a light twin of RolloutState: a TypedDict of
+the same fields and types, ``extra="forbid"``, no Python model validator, then hands the validated
+values to :meth:`RolloutState.from_checked`, which fills the defaults and validates again only a
+posted ``uid``/``rollout_id`` (the alias pair RolloutState's own validator keeps equal). The twin
+is used only while RolloutState has no validator other than that one (checked when it is built);
+otherwise states are validated by RolloutState itself, so no rule of the model is ever skipped.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from judger.core.rollout import RolloutState
 
@@ -34,14 +36,17 @@ class _Twin:
         )
         self.fields = sorted(RolloutState.model_fields)
         if self.usable:
-            definitions: dict[str, Any] = {
-                name: (field.annotation if not field.metadata else _annotated(field), field)
+            fields = {
+                name: field.annotation if not field.metadata else _annotated(field)
                 for name, field in RolloutState.model_fields.items()
             }
-            config = ConfigDict(**{**RolloutState.model_config, "extra": "forbid"})
-            model: type[BaseModel] = create_model("RolloutStateIn", __config__=config, **definitions)
-            self.one: TypeAdapter[Any] = TypeAdapter(model)
-            self.many: TypeAdapter[Any] = TypeAdapter(list[model])
+            # a TypedDict, not a model: validation yields plain dicts of just the posted fields,
+            # which from_checked takes as they are (no model instance built and read back)
+            make: Any = TypedDict  # built at run time from RolloutState's fields; mypy cannot see them
+            twin = make("RolloutStateIn", fields, total=False)
+            twin.__pydantic_config__ = ConfigDict(**{**RolloutState.model_config, "extra": "forbid"})
+            self.one: TypeAdapter[Any] = TypeAdapter(twin)
+            self.many: TypeAdapter[Any] = TypeAdapter(list[twin])  # type: ignore[valid-type]
         else:
             self.one = TypeAdapter(RolloutState)
             self.many = TypeAdapter(list[RolloutState])
@@ -51,8 +56,7 @@ class _Twin:
             return twin  # already a RolloutState
         # from_checked builds the state from the twin's checked values; a posted uid/rollout_id goes
         # through RolloutState's own validation there, which keeps XTuner's alias pair in step
-        values = twin.__dict__
-        return RolloutState.from_checked({name: values[name] for name in twin.__pydantic_fields_set__})
+        return RolloutState.from_checked(twin)
 
     def hint(self, name: str) -> str:
         close = difflib.get_close_matches(str(name)[:64], self.fields, n=1)
@@ -70,12 +74,20 @@ def twin() -> _Twin:
     return _Twin()
 
 
-def validate_json(body: bytes, many: bool) -> list[RolloutState]:
-    """Validated RolloutStates from JSON bytes (one object, or a list when ``many``)."""
+def validate_json(
+    body: bytes, many: bool, check: Callable[[dict[str, Any], int], None] | None = None
+) -> list[RolloutState]:
+    """Validated RolloutStates from JSON bytes (one object, or a list when ``many``).
+
+    ``check(fields, i)`` sees each item's validated fields as a dict before its state is built
+    (only the posted fields on the twin's path, every field otherwise) and may raise or set a field.
+    """
     t = twin()
-    if many:
-        return [t.adopt(item) for item in t.many.validate_json(body)]
-    return [t.adopt(t.one.validate_json(body))]
+    items = t.many.validate_json(body) if many else [t.one.validate_json(body)]
+    if check is not None:
+        for i, item in enumerate(items):
+            check(item if t.usable else item.__dict__, i)
+    return [t.adopt(item) for item in items]
 
 
 __all__ = ["ValidationError", "twin", "validate_json"]
