@@ -116,3 +116,33 @@ def test_required_parameters_beyond_the_convention_need_handler_kwargs() -> None
 
     with pytest.raises(TypeError, match="positional only"):
         NativeJudger(reward_handler=positional_only)
+
+
+def in_order(response: str, label: str, extra_info: dict, scale: float = 1.0) -> dict:
+    return {"score": scale * float(response.endswith(label)), "seen": (response, label)}
+
+
+def verl_style(data_source: Any, solution_str: str, ground_truth: str, extra_info: Any = None) -> float:
+    return float(solution_str.endswith(ground_truth))
+
+
+def keyword_extra(response: str, label: str, *, extra_info: dict) -> dict:
+    return {"score": float(response.endswith(label)), "seen": (response, label)}
+
+
+async def test_a_positional_call_only_where_it_binds_as_the_keyword_call() -> None:
+    # the fast path calls fn(*args); it is taken only when the names match position by position
+    cases = [
+        (in_order, True),
+        (verl_style, True),
+        (label_first, False),
+        (keyword_extra, False),
+        (lambda **kw: {"score": 1.0}, False),
+    ]
+    for fn, positional in cases:
+        assert NativeJudger(reward_handler=fn).handler.positional is positional, fn
+    for fn in (in_order, keyword_extra):
+        [s] = await NativeJudger(reward_handler=fn).batch_judge([state("the answer is 42")])
+        assert s.reward is not None and s.reward["seen"] == ("the answer is 42", "42")
+    scaled = NativeJudger(reward_handler=in_order, handler_kwargs={"scale": 3.0})
+    assert (await scaled.judge(state("42"))).reward == {"score": 3.0, "seen": ("42", "42")}
