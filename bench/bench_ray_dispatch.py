@@ -10,7 +10,7 @@ Everything side by side in one run (ratios; the machine is shared):
 2. A 2 ms pure-Python handler on 2 workers (1 CPU each): batch of 64 and 4096 vs the local judger.
 3. 2,000 concurrent single ``judge()`` calls vs one ``batch_judge`` of the same 2,000 (trivial handler).
 
-Times are medians of ``--repeat`` runs, alternating the sides.
+Times are medians of ``--repeat`` runs, the two sides of each row alternating run by run.
 """
 
 from __future__ import annotations
@@ -53,13 +53,17 @@ def states(n: int) -> list[RolloutState]:
     return [RolloutState(response=str(i % 5), reward_model={"ground_truth": "3"}) for i in range(n)]
 
 
-def median_time(fn: Any, repeat: int) -> float:
-    times = []
+def paired_times(first: Any, second: Any, repeat: int) -> tuple[float, float]:
+    """Medians of ``first()`` and ``second()``, run alternately: this VM's speed drifts by more than
+    the differences measured, so the two sides must share every stretch of it."""
+    a: list[float] = []
+    b: list[float] = []
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, times in ((first, a), (second, b)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> None:
@@ -88,8 +92,7 @@ def main() -> None:
     print("| case | judger | floor | ratio | target |")
     print("|---|---:|---:|---:|---|")
     for n, target in ((64, "<= 2x"), (4096, "<= 1.5x")):
-        t_pool = median_time(lambda n=n: run_pool(n), args.repeat)
-        t_bare = median_time(lambda n=n: run_bare(n), args.repeat)
+        t_pool, t_bare = paired_times(lambda n=n: run_pool(n), lambda n=n: run_bare(n), args.repeat)
         print(
             f"| trivial handler, batch {n}: per sample, pool of 2 vs bare actor call | "
             f"{t_pool / n * 1e6:.1f} us | {t_bare / n * 1e6:.1f} us | {t_pool / t_bare:.2f}x | {target} |"
@@ -100,8 +103,7 @@ def main() -> None:
         out = await asyncio.gather(*(pool.judge(s) for s in states(n)))
         assert all(s.reward is not None for s in out)
 
-    t_single = median_time(lambda: asyncio.run(singles(2000)), args.repeat)
-    t_batch = median_time(lambda: run_pool(2000), args.repeat)
+    t_single, t_batch = paired_times(lambda: asyncio.run(singles(2000)), lambda: run_pool(2000), args.repeat)
     print(
         f"| 2,000 concurrent judge() vs one batch_judge of 2,000 (throughput) | "
         f"{2000 / t_single:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_single:.2f}x | >= 0.5x |"
@@ -118,8 +120,11 @@ def main() -> None:
     asyncio.run(burn_pool.batch_judge(states(64)))
     for n, target in ((64, ">= 1.5x"), (4096, ">= 1.8x")):
         rep = args.repeat if n <= 64 else max(1, args.repeat // 2)
-        t_local = median_time(lambda n=n: asyncio.run(local.batch_judge(states(n))), rep)
-        t_burn = median_time(lambda n=n: asyncio.run(burn_pool.batch_judge(states(n))), rep)
+        t_local, t_burn = paired_times(
+            lambda n=n: asyncio.run(local.batch_judge(states(n))),
+            lambda n=n: asyncio.run(burn_pool.batch_judge(states(n))),
+            rep,
+        )
         print(
             f"| {args.ms:g} ms handler, batch {n}: pool of 2 x 1 CPU vs local (speed-up) | "
             f"{t_burn:.3f} s | {t_local:.3f} s | {t_local / t_burn:.2f}x | {target} |"
