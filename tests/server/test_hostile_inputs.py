@@ -181,3 +181,24 @@ def test_a_lost_body_parser_is_replaced(server: str) -> None:
     again = httpx.post(server + "/judge", content=body, headers=headers, timeout=60)
     assert again.status_code == 200, again.text[:300]
     assert all(s["reward"]["score"] == 1.0 for s in again.json())
+
+
+@pytest.mark.parametrize("body", [b"null", b"5", b"true", b'"text"', b"-0.5"])
+def test_a_scalar_body_is_refused_as_such(server: str, body: bytes) -> None:
+    """Found by schemathesis against `judger serve`: a JSON `null` body was a 500 (the shape check
+    took every body for an object or a list)."""
+    for path in ("/reward", "/judge", "/get_reward"):
+        reply = httpx.post(server + path, content=body, headers={"content-type": "application/json"})
+        assert reply.status_code == 422, (path, body, reply.status_code, reply.text)
+        assert "object" in reply.json()["detail"], reply.text  # says what it expected
+
+
+def test_a_boolean_query_parameter_takes_booleans_only(server: str) -> None:
+    """Also schemathesis: `/judge?full=null` was answered as if it said false."""
+    state = {"response": "2", "reward_model": {"ground_truth": "2"}}
+    for value in ("null", "maybe", ""):
+        reply = httpx.post(server + "/judge", params={"full": value}, json=state)
+        assert reply.status_code == 422 and "full: expected a boolean" in reply.json()["detail"], reply.text
+    for value, whole in (("true", True), ("1", True), ("false", False), ("off", False)):
+        reply = httpx.post(server + "/judge", params={"full": value}, json=state)
+        assert reply.status_code == 200 and ("message" in reply.json()) is whole, (value, reply.text)

@@ -236,6 +236,24 @@ def test_openapi_describes_the_endpoints(server: str) -> None:
     assert httpx.get(server + "/docs").status_code == 200
 
 
+def test_the_judge_schema_is_what_the_server_enforces(server: str) -> None:
+    # schemathesis, run against `judger serve`, found /judge documented as "any RolloutState"
+    # while the server refuses judger-written fields; the schema now says what it takes
+    spec = httpx.get(server + "/openapi.json").json()
+    body = spec["paths"]["/judge"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    ref = {"$ref": "#/components/schemas/PostedRolloutState"}
+    assert body == {"anyOf": [ref, {"type": "array", "items": ref}]}
+    posted = spec["components"]["schemas"]["PostedRolloutState"]["properties"]
+    assert posted["status"]["enum"] == ["init", "completed"]
+    assert posted["reward"]["type"] == posted["error_msg"]["type"] == "null"
+    assert posted["extra_fields"]["not"] == {"required": ["judge_failure"]}
+    state = {"response": "2", "reward_model": {"ground_truth": "2"}}
+    for refused in ({"status": "expired"}, {"reward": {"score": 1}}, {"extra_fields": {"judge_failure": 1}}):
+        assert httpx.post(server + "/judge", json={**state, **refused}).status_code == 422, refused
+    for taken in ({"status": "completed"}, {"status": "init"}, {}):
+        assert httpx.post(server + "/judge", json=[{**state, **taken}]).status_code == 200, taken
+
+
 def test_serving_an_llm_verifier(fake_grader: tuple[FakeOpenAI, str], make_state: Callable[..., Any]) -> None:
     fake, url = fake_grader
     app = create_app(CompassVerifierV2Config(hosts=[url]))

@@ -13,6 +13,7 @@ validates them, large ones off the event loop, and error replies never echo what
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 import time
@@ -36,7 +37,7 @@ from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judg
 from judger.presets.base import ScorerJudger
 from judger.runtime.procpool import ProcessPool
 from judger.server.batching import MicroBatcher
-from judger.server.body import BodyError, BodyLimits, costly, parse_json
+from judger.server.body import BodyError, BodyLimits, costly, echo, parse_json
 from judger.server.guard import GuardMiddleware
 from judger.server.metrics import ServerMetrics
 from judger.server.models import (
@@ -92,10 +93,19 @@ def _json(content: Any, status_code: int = 200) -> Response:
 
 
 def _flag(query: bytes, name: str) -> bool:
+    """A boolean query parameter, read as FastAPI reads one; any other value is refused (422), not
+    taken as false."""
     if not query:
         return False
-    values = parse_qs(query.decode("latin-1")).get(name)
-    return values is not None and bool(values) and values[-1].lower() in ("1", "true", "yes", "on")
+    values = parse_qs(query.decode("latin-1"), keep_blank_values=True).get(name)
+    if not values:
+        return False
+    value = values[-1].lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise BodyError(f"{name}: expected a boolean (true or false), got {echo(values[-1])}")
 
 
 class _Recorder:
@@ -128,6 +138,24 @@ class _Recorder:
         if plain_ok:
             self.metrics.sample(self.judger_name, "ok", n=plain_ok)
         return failures
+
+
+def _posted_states_schema(spec: dict[str, Any]) -> None:
+    """``/judge`` takes RolloutStates as the judger may judge them: its schema says what the server
+    refuses (a status other than init/completed, a posted reward or error_msg, a judge_failure),
+    and that a list of them is taken too, so that the documented schema is the one enforced."""
+    schemas = spec["components"]["schemas"]
+    posted = copy.deepcopy(schemas["RolloutState"])
+    posted["title"] = "PostedRolloutState"
+    fields = posted["properties"]
+    fields["status"] = {"enum": [Status.INIT.value, Status.COMPLETED.value], "default": Status.INIT.value}
+    for name in ("reward", "error_msg"):
+        fields[name] = {"type": "null", "default": None, "description": "written by the judger"}
+    fields["extra_fields"] = {**fields["extra_fields"], "not": {"required": ["judge_failure"]}}
+    schemas["PostedRolloutState"] = posted
+    ref = {"$ref": "#/components/schemas/PostedRolloutState"}
+    body = spec["paths"]["/judge"]["post"]["requestBody"]["content"]["application/json"]
+    body["schema"] = {"anyOf": [ref, {"type": "array", "items": ref}]}
 
 
 def _request_body(model: type[Any]) -> dict[str, Any]:
@@ -420,6 +448,7 @@ def create_app(
                 schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 schemas.update(schema.pop("$defs", {}))
                 schemas[model.__name__] = schema
+            _posted_states_schema(spec)
             app.openapi_schema = spec
         return app.openapi_schema
 

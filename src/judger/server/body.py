@@ -83,7 +83,8 @@ def check_shape(value: Any, limits: BodyLimits) -> None:
         limits.max_string_chars,
         limits.max_depth,
     )
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    # a scalar body (null, a number) has nothing to walk; its endpoint says what it expected
+    stack: list[tuple[Any, int]] = [(value, 0)] if type(value) is dict or type(value) is list else []
     while stack:
         item, depth = stack.pop()
         if type(item) is dict:

@@ -120,20 +120,23 @@ def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutStat
 
     def posted(fields: dict[str, Any], i: int) -> None:
         # on the validated fields, before the state is built: a dict is cheaper to read than a model
-        where = f"[{i}]" if many else "body"
-        for name in ("reward", "error_msg"):
-            if fields.get(name) is not None:
-                raise BodyError(f"{where}.{name}: written by the judger; post it as null or leave it out")
+        if fields.get("reward") is not None or fields.get("error_msg") is not None:
+            name = "reward" if fields.get("reward") is not None else "error_msg"
+            raise BodyError(f"{_at(i)}.{name}: written by the judger; post it as null or leave it out")
         status = fields.get("status", Status.INIT)
         if status is not Status.COMPLETED:
             if status is not Status.INIT:
                 raise BodyError(
-                    f"{where}.status: {echo(status.value)} cannot be judged; post 'completed' or leave it out"
+                    f"{_at(i)}.status: {echo(status.value)} cannot be judged; "
+                    "post 'completed' or leave it out"
                 )
             fields["status"] = Status.COMPLETED  # posted to be judged: a finished rollout
         extra = fields.get("extra_fields")
         if extra and "judge_failure" in extra:
-            raise BodyError(f"{where}.extra_fields.judge_failure: written by the judger; leave it out")
+            raise BodyError(f"{_at(i)}.extra_fields.judge_failure: written by the judger; leave it out")
+
+    def _at(i: int) -> str:
+        return f"[{i}]" if many else "body"
 
     try:
         states = validate_json(body, many, posted)

@@ -51,12 +51,12 @@ class _Twin:
             self.one = TypeAdapter(RolloutState)
             self.many = TypeAdapter(list[RolloutState])
 
-    def adopt(self, twin: Any) -> RolloutState:
+    def adopt_all(self, items: list[Any]) -> list[RolloutState]:
         if not self.usable:
-            return twin  # already a RolloutState
-        # from_checked builds the state from the twin's checked values; a posted uid/rollout_id goes
-        # through RolloutState's own validation there, which keeps XTuner's alias pair in step
-        return RolloutState.from_checked(twin)
+            return items  # already RolloutStates
+        # from_checked builds the states from the twin's checked values; a posted uid/rollout_id
+        # goes through RolloutState's own validation there, which keeps XTuner's alias pair in step
+        return RolloutState.from_checked_many(items)
 
     def hint(self, name: str) -> str:
         close = difflib.get_close_matches(str(name)[:64], self.fields, n=1)
@@ -87,7 +87,7 @@ def validate_json(
     if check is not None:
         for i, item in enumerate(items):
             check(item if t.usable else item.__dict__, i)
-    return [t.adopt(item) for item in items]
+    return t.adopt_all(items)
 
 
 __all__ = ["ValidationError", "twin", "validate_json"]
