@@ -72,6 +72,28 @@ async def test_a_sandbox_that_cannot_start_is_a_judge_failure_not_a_score(
     assert "failed to start" in (out.error_msg or "")
 
 
+@pytest.mark.parametrize("isolation", ["bwrap", "none-unsafe"])
+async def test_limits_that_cannot_be_applied_are_a_judge_failure_not_a_score(
+    isolation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the worker's no-new-process filter refused by the kernel (an invalid program here): every
+    # sample would "crash" and score 0, so it must fail as the judge's fault instead
+    from judger import CodeJudgerConfig, RolloutState, Status
+    from judger.runtime.sandbox import bwrap, runner
+
+    if isolation == "bwrap" and bwrap.probe():
+        pytest.skip("bubblewrap unavailable")
+    monkeypatch.setattr(runner, "_fork_filter_hex", lambda: "00" * 8)
+    judger = CodeJudgerConfig(wall_s=3, isolation=isolation).build()
+    state = RolloutState(
+        response=fenced("print(1)"), reward_model={"ground_truth": {"inputs": [""], "outputs": ["1"]}}
+    )
+    (out,) = await judger.batch_judge([state])
+    assert out.status == Status.FAILED, out.reward
+    assert "could not confine the program" in (out.error_msg or "")
+    assert "process filter" in (out.error_msg or "")
+
+
 async def test_an_interpreter_under_tmp_runs_in_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -367,6 +367,9 @@ async def _serve(
         if event == "ready":
             ready = True
             continue
+        if event == "sandbox_error":
+            error = str(message.get("error", ""))[:2000]
+            raise SandboxStartError(f"the sandbox could not confine the program: {error}")
         if event == "load_error":
             result.load_error = str(message.get("error", "the program failed to load"))[:2000]
             return current

@@ -471,6 +471,11 @@ class Worker:
 
     def wait_ready(self) -> None:
         message = self.read_line()
+        if message.get("event") == "unconfined":
+            # the worker could not apply the limits: every sample would fail the same way, so the
+            # host reports the judge's failure instead of scoring the program
+            emit({"event": "sandbox_error", "error": str(message.get("error", ""))[:2000]})
+            os._exit(3)
         if message.get("event") != "ready":
             self.close()
             raise Stop("error", "the program wrote garbage to the judge's channel")

@@ -127,7 +127,7 @@ def _confine(job: dict) -> None:
 def _deny_new_processes(program: bytes) -> None:
     """Install the host's seccomp filter that refuses fork/vfork/clone of a process (threads still
     start). Before the audit hook, which blocks ctypes; a failure stops the worker before any of the
-    program's code runs (the sample crashes; it never runs unconfined)."""
+    program's code runs, and the sample fails as the sandbox's fault (it never runs unconfined)."""
     import ctypes
 
     class _Prog(ctypes.Structure):
@@ -237,7 +237,13 @@ def run(job_fd: int, response_fd: int, request_fd: int | None) -> None:
         job = json.loads(handle.read())
     sys.argv = ["solution.py"]
     channel = _Wire(response_fd, request_fd)
-    _confine(job)
+    try:
+        _confine(job)
+    except BaseException as exc:
+        # the sandbox's fault, not the program's: said apart, so that the sample is a judge
+        # failure instead of a crash scored 0
+        channel.send({"event": "unconfined", "error": error_text(exc)})
+        os._exit(1)
     channel.send({"event": "ready"})  # the supervisor's wall clock for the program starts here
     if channel.requests is None:
         global _ERROR_FD
