@@ -2,8 +2,8 @@
 
 Three paths in one run, each in a fresh interpreter, the same judger config otherwise:
 
-- ``old``: the sandbox before issue 11 (a Python-level guard, ``python -I child.py`` per sample),
-  taken from git ref ``--baseline-ref`` (default ``main``) with ``git archive``;
+- ``old``: the sandbox of git ref ``--baseline-ref`` (default ``main``), taken with ``git archive``
+  (before issue 11, e.g. ``49893c4^1``: a Python-level guard, ``python -I child.py`` per sample);
 - ``none-unsafe``: today's supervisor/worker harness without bubblewrap;
 - ``bwrap``: today's default, every sample in its own bubblewrap sandbox.
 
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [
-        ("old (main, audit hook only)", baseline_src(args.baseline_ref, here), {}),
+        (f"old (git {args.baseline_ref})", baseline_src(args.baseline_ref, here), {}),
         ("none-unsafe (new harness)", os.path.join(here, "src"), {"isolation": "none-unsafe"}),
         ("bwrap (new default)", os.path.join(here, "src"), {"isolation": "bwrap"}),
     ]

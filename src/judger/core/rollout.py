@@ -181,7 +181,10 @@ class RolloutState(BaseModel):
         ``uid``/``rollout_id``, a name that is not a field, or a subclass (which may add validators)
         go through ordinary validation, so no rule of the model is skipped for them.
         """
-        return cls.from_checked_many((values,))[0]
+        if cls is not RolloutState:
+            return cls.model_validate(values)
+        defaults, factories = _defaults()
+        return _build_checked(values, _field_names(cls), defaults, factories)
 
     @classmethod
     def from_checked_many(cls, many: Iterable[dict[str, Any]]) -> list[RolloutState]:
@@ -190,31 +193,38 @@ class RolloutState(BaseModel):
             return [cls.model_validate(values) for values in many]
         names = _field_names(cls)
         defaults, factories = _defaults()
-        new, put = object.__new__, object.__setattr__
-        out: list[RolloutState] = []
-        for values in many:
-            if not names.issuperset(values) or "uid" in values or "rollout_id" in values:
-                out.append(cls.model_validate(values))
-                continue
-            data = defaults.copy()  # in field order, as validation lays the dict out
-            for name, factory in factories:
-                if name not in values:
-                    data[name] = factory()
-            data.update(values)
-            state = new(cls)
-            put(state, "__dict__", data)
-            # set(dict) sizes the table for the keys at once: a set grown one key at a time would
-            # take 728 bytes for seven names, against 472 (issue 12: per-state footprint)
-            put(state, "__pydantic_fields_set__", set(values))
-            put(state, "__pydantic_extra__", None)
-            put(state, "__pydantic_private__", None)
-            out.append(state)
-        return out
+        return [_build_checked(values, names, defaults, factories) for values in many]
 
     @property
     def ground_truth(self) -> Any:
         """``reward_model["ground_truth"]``, or None when there is no reward model."""
         return self.reward_model.get("ground_truth") if self.reward_model else None
+
+
+def _build_checked(
+    values: dict[str, Any],
+    names: frozenset[str],
+    defaults: dict[str, Any],
+    factories: list[tuple[str, Any]],
+) -> RolloutState:
+    if not names.issuperset(values) or "uid" in values or "rollout_id" in values:
+        return RolloutState.model_validate(values)
+    data = defaults.copy()  # in field order, as validation lays the dict out
+    for name, factory in factories:
+        if name not in values:
+            data[name] = factory()
+    data.update(values)
+    state = _new(RolloutState)
+    _put(state, "__dict__", data)
+    # set(dict) sizes the table for the keys at once: a set grown one key at a time would take 728
+    # bytes for seven names, against 472 (issue 12: per-state footprint)
+    _put(state, "__pydantic_fields_set__", set(values))
+    _put(state, "__pydantic_extra__", None)
+    _put(state, "__pydantic_private__", None)
+    return state
+
+
+_new, _put = object.__new__, object.__setattr__
 
 
 # RolloutState leaves validate_assignment off (see its model_config); if that changes, writes go
