@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from judger import CPUResourceManager, JudgerPool, RemoteJudger, RolloutState
+from judger.remote.dispatch import _QUICK_BATCH_S, Dispatcher, Replica
 from judger.testing.ray import SleepJudgerConfig, small_resources
 
 pytestmark = pytest.mark.ray
@@ -144,3 +145,45 @@ async def test_few_large_calls_and_concurrent_judge_calls_travel_together(ray_cl
         assert await _calls(pool) - before <= 4
     finally:
         await pool.aclose()
+
+
+async def test_a_quick_large_batch_is_one_call_per_replica_and_a_slow_one_is_pipelined(
+    ray_cluster: Any,
+) -> None:
+    # a trivial scorer's 4096 payloads were 12 Ray calls (guided chunks), against 2 for a bare actor
+    quick = JudgerPool([sleep_replica(0.0, 0), sleep_replica(0.0, 1)])
+    slow = JudgerPool([sleep_replica(0.002, 0), sleep_replica(0.002, 1)], max_in_flight=256)
+    try:
+        assert quick.dispatcher.cost_per_payload is None
+        await quick.batch_judge(blank_states(2048))  # measures the cost per payload
+        cost = quick.dispatcher.cost_per_payload
+        assert cost is not None and cost > 0
+        before = await _calls(quick)
+        out = await quick.batch_judge(blank_states(1024))
+        assert all(s.reward and s.reward["score"] == 1.0 for s in out)
+        if cost * 512 < _QUICK_BATCH_S:  # measured quick (on a loaded machine it may not be)
+            assert await _calls(quick) - before == 2
+
+        await slow.batch_judge(blank_states(16))
+        before = await _calls(slow)
+        out = await slow.batch_judge(blank_states(600))  # at least 0.6 s of work per replica
+        assert all(s.reward and s.reward["score"] == 1.0 for s in out)
+        assert await _calls(slow) - before > 4  # guided chunks: a lost actor strands one of them
+    finally:
+        await quick.aclose()
+        await slow.aclose()
+
+
+def test_chunk_sizes_follow_the_batch_and_the_measured_cost() -> None:
+    d = Dispatcher("t", [Replica(None, "a"), Replica(None, "b")], call_timeout=lambda n: 1.0)
+    assert d.chunk_size_for(64, 64, 2) == 32  # small: split evenly
+    assert d.chunk_size_for(4096, 4096, 2) == 1024  # cost unknown: guided, two in flight each
+    d.cost_per_payload = 5e-6  # 2048 payloads a replica: 10 ms of work
+    assert d.chunk_size_for(4096, 4096, 2) == 2048
+    assert d.chunk_size_for(100_000, 100_000, 2) == 1024  # one call would pass max_in_flight
+    d.cost_per_payload = 2e-3  # 4 s a replica: guided, shrinking towards the end
+    assert d.chunk_size_for(4096, 4096, 2) == 1024 and d.chunk_size_for(600, 4096, 2) == 150
+    assert d.chunk_size_for(100, 4096, 2) == 128
+    capped = Dispatcher("t", [Replica(None, "a")], call_timeout=lambda n: 1.0, chunk_size=100)
+    capped.cost_per_payload = 1e-9
+    assert capped.chunk_size_for(4096, 4096, 1) == 100  # a chunk_size given caps every call

@@ -75,7 +75,9 @@ class MicroBatcher(Generic[P, R]):
         self._pending: LoopLocal[_Pending[P, R]] = LoopLocal(_Pending)
         self.batches = 0  # batch calls made (for tests and benchmarks)
 
-    async def submit(self, item: P) -> R:
+    def submit(self, item: P) -> asyncio.Future[R]:
+        """The future of ``item``'s result (a plain method, not a coroutine: a batch of thousands
+        of callers should not pay for a coroutine each)."""
         pending = self._pending.get()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
@@ -88,7 +90,7 @@ class MicroBatcher(Generic[P, R]):
                 pending.handle = loop.call_later(self.window_s, self._flush, pending)
             else:
                 pending.handle = loop.call_soon(self._flush, pending)
-        return await future
+        return future
 
     def _flush(self, pending: _Pending[P, R]) -> None:
         if pending.handle is not None:

@@ -33,7 +33,7 @@ class JudgerPool(RayJudger):
         replicas: Sequence[RemoteJudger],
         *,
         judger_name: str | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int | None = DEFAULT_CHUNK_SIZE,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         call_timeout: float | None = None,

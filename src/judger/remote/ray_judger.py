@@ -70,6 +70,14 @@ class RayJudger(BatchJudger):
     ) -> RolloutState | Awaitable[RolloutState]:
         return self.local.postprocess(rollout_state, output)
 
+    def _preprocessor(self) -> Callable[[RolloutState], JudgerPayload]:
+        if type(self).preprocess is RayJudger.preprocess:
+            return self.local._preprocessor()
+        return self.preprocess
+
+    def _writes_plainly(self) -> bool:
+        return type(self).postprocess is RayJudger.postprocess and self.local._writes_plainly()
+
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         return await self.dispatcher.run_one(payload)
 
