@@ -8,7 +8,8 @@ Everything side by side in one run (ratios; the machine is shared):
    vs a bare Ray actor (2 of them, no judger) receiving the same payload dicts in one call each and
    returning one dict per payload.
 2. A 2 ms pure-Python handler on 2 workers (1 CPU each): batch of 64 and 4096 vs the local judger.
-3. 2,000 concurrent single ``judge()`` calls vs one ``batch_judge`` of the same 2,000 (trivial handler).
+3. 2,000 concurrent single ``judge()`` calls vs one ``batch_judge`` of the same 2,000 (trivial handler),
+   and for reference what 2,000 concurrent callers cost in asyncio alone (a task and a future each).
 
 Times are medians of ``--repeat`` runs, the two sides of each row alternating run by run.
 """
@@ -103,10 +104,31 @@ def main() -> None:
         out = await asyncio.gather(*(pool.judge(s) for s in states(n)))
         assert all(s.reward is not None for s in out)
 
+    # what any concurrent caller pays before judging anything: a task per call (the gather) and
+    # a future per call to wait on, resolved from one batch
+    async def waiters(n: int) -> None:
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in range(n)]
+
+        async def wait(s: RolloutState, future: asyncio.Future[None]) -> RolloutState:
+            await future
+            return s
+
+        tasks = asyncio.gather(*(wait(s, f) for s, f in zip(states(n), futures)))
+        await asyncio.sleep(0)
+        for future in futures:
+            future.set_result(None)
+        await tasks
+
     t_single, t_batch = paired_times(lambda: asyncio.run(singles(2000)), lambda: run_pool(2000), args.repeat)
     print(
         f"| 2,000 concurrent judge() vs one batch_judge of 2,000 (throughput) | "
         f"{2000 / t_single:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_single:.2f}x | >= 0.5x |"
+    )
+    t_wait, t_batch = paired_times(lambda: asyncio.run(waiters(2000)), lambda: run_pool(2000), args.repeat)
+    print(
+        f"| (reference) 2,000 concurrent coroutines that only await a future each, vs the same "
+        f"batch_judge | {2000 / t_wait:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_wait:.2f}x | - |"
     )
     pool.close()
     for b in bare:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 # A result slot no lane has filled yet (None is a handler's possible, if invalid, result).
 _PENDING: Any = object()
+# A batch runs on one lane for this long before the others start (see NativeJudger._watch_lanes).
+_RAMP_S = 0.002
 
 
 class _Lane:
@@ -280,7 +282,8 @@ class NativeJudger(BatchJudger):
     async def _run_threaded(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Score sync handlers on worker threads, with a deadline per sample.
 
-        Up to ``num_threads`` lanes (one per thread) take the batch's items in turn. The async side
+        Up to ``num_threads`` lanes (one per thread) take the batch's items in turn; the first
+        starts at once, the others 2 ms later if the batch is still running. The async side
         sleeps until the item a lane is on would overrun its deadline; if that item is still
         running then, it is failed with a timeout, the lane is abandoned, and a fresh lane on a
         fresh pool takes over the rest. A Python thread cannot be killed, so the stuck call is
@@ -298,20 +301,29 @@ class NativeJudger(BatchJudger):
             )
             return lane
 
-        lanes = [start() for _ in range(min(self.num_threads, n))]
+        lanes = [start()]
         try:
-            await self._watch_lanes(lanes, start, results)
+            await self._watch_lanes(lanes, start, results, min(self.num_threads, n))
         except BaseException:
             for lane in lanes:  # cancelled (an outer deadline): the lanes take no more items
                 lane.failed = -1
             raise
         return results
 
-    async def _watch_lanes(self, lanes: list[_Lane], start: Callable[[], _Lane], results: list[Any]) -> None:
+    async def _watch_lanes(
+        self, lanes: list[_Lane], start: Callable[[], _Lane], results: list[Any], wanted: int
+    ) -> None:
+        # one lane first; the others only if the batch is still running after _RAMP_S: a batch of
+        # cheap calls is then done on one thread, without a hand-off to each of the others
+        ramp_at = time.monotonic() + _RAMP_S if wanted > 1 else math.inf
         while True:
-            wait_on: list[asyncio.Future[None]] = []
-            wake_at = math.inf
             now = time.monotonic()
+            if now >= ramp_at:
+                ramp_at = math.inf
+                running = sum(1 for lane in lanes if not lane.future.done() and lane.failed is None)
+                lanes.extend(start() for _ in range(wanted - running))
+            wait_on: list[asyncio.Future[None]] = []
+            wake_at = ramp_at
             for k, lane in enumerate(lanes):
                 if lane.abandoned_on_failed():
                     continue
@@ -335,11 +347,11 @@ class NativeJudger(BatchJudger):
                 else:
                     wake_at = min(wake_at, current[1] + self.timeout)
                 wait_on.append(lane.future)
-            if not wait_on and wake_at == math.inf:
+            if not wait_on:
                 if not any(r is _PENDING for r in results):  # by identity: results may be anything
                     return
                 # a lane took an item just as it was abandoned: it is about to show it in `current`
-                wake_at = now + 0.001
+                wake_at = min(wake_at, now + 0.001)
             if wake_at > now:
                 timeout = None if wake_at == math.inf else wake_at - now
                 if wait_on:
