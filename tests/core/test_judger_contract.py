@@ -289,3 +289,25 @@ def test_failure_of_reads_back_what_mark_failed_recorded() -> None:
     bare = state("1")
     bare.status, bare.error_msg = Status.FAILED, None  # failed elsewhere, without the record
     assert failure_of(bare, "server") == JudgeFailure("server", "error", "judging failed")
+
+
+async def test_batch_judge_honours_a_postprocess_set_on_the_instance() -> None:
+    # batch_judge writes default rewards itself; a postprocess replaced on the instance (not the
+    # class) must still be the one that runs
+    class Echo(Judger):
+        async def judge_payload(self, payload: Any) -> Any:
+            items = payload if isinstance(payload, list) else [payload]
+            out = [{"score": 1.0} for _ in items]
+            return out if isinstance(payload, list) else out[0]
+
+    judger = Echo("echo")
+    seen: list[dict[str, Any]] = []
+
+    def mine(state: RolloutState, output: dict[str, Any]) -> RolloutState:
+        seen.append(output)
+        state.reward = {**output, "mine": True}
+        return state
+
+    judger.postprocess = mine  # type: ignore[method-assign]
+    out = await judger.batch_judge([RolloutState(response="a"), RolloutState(response="b")])
+    assert [s.reward for s in out] == [{"score": 1.0, "mine": True}] * 2 and len(seen) == 2

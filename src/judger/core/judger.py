@@ -337,8 +337,9 @@ class Judger(BaseJudger):
         return self.preprocess
 
     def _writes_plainly(self) -> bool:
-        """True when ``postprocess`` is the default one: ``batch_judge`` then writes rewards itself."""
-        return type(self).postprocess is Judger.postprocess
+        """True when ``postprocess`` is the default one (not overridden, not set on the instance):
+        ``batch_judge`` then writes rewards itself."""
+        return type(self).postprocess is Judger.postprocess and "postprocess" not in self.__dict__
 
     async def finish(self, state: RolloutState, result: PayloadResult) -> RolloutState:
         """Write one result back: ``postprocess`` for an output, the failure policy otherwise."""

@@ -71,12 +71,16 @@ class RayJudger(BatchJudger):
         return self.local.postprocess(rollout_state, output)
 
     def _preprocessor(self) -> Callable[[RolloutState], JudgerPayload]:
-        if type(self).preprocess is RayJudger.preprocess:
+        if type(self).preprocess is RayJudger.preprocess and "preprocess" not in self.__dict__:
             return self.local._preprocessor()
         return self.preprocess
 
     def _writes_plainly(self) -> bool:
-        return type(self).postprocess is RayJudger.postprocess and self.local._writes_plainly()
+        return (
+            type(self).postprocess is RayJudger.postprocess
+            and "postprocess" not in self.__dict__
+            and self.local._writes_plainly()
+        )
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         return await self.dispatcher.run_one(payload)
