@@ -17,7 +17,7 @@ generic ones, and give the same results.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from judger.core.judger import Judger
@@ -47,15 +47,37 @@ class InlineScorerJudger(ScorerJudger):
             and cls.postprocess is Judger.postprocess
         )
 
-    def _generic_batch(self, states: Sequence[RolloutState]) -> list[Any]:
+    def judges_fields(self) -> bool:
+        """True when ``batch_judge`` is exactly :meth:`score_fields` followed by writing each output
+        (or failing that sample): a caller holding validated field dicts (``/judge``) may then
+        score them without building RolloutStates, and gets the same rewards."""
+        cls = type(self)
+        return (
+            self._fast_path()
+            and self.on_error == "fail"
+            and cls.batch_judge is InlineScorerJudger.batch_judge
+            and cls._judge_chunk is InlineScorerJudger._judge_chunk
+            and not {"batch_judge", "preprocess", "postprocess"} & self.__dict__.keys()
+        )
+
+    def score_fields(self, fields: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """The output dict, or the exception of a failed sample, for each state given as its field
+        values (a state's instance dict, or the validated fields of a posted state)."""
+        if self.batch_scorer is None:
+            return self._generic_batch(fields)
+        models = [f.get("reward_model") for f in fields]
+        labels = [rm.get("ground_truth") if isinstance(rm, dict) else None for rm in models]
+        return self.batch_scorer([f.get("response") for f in fields], labels)
+
+    def _generic_batch(self, fields: Sequence[Mapping[str, Any]]) -> list[Any]:
         scorer, options, name = self.scorer, self.options, self.judger_name
         out: list[Any] = []
-        for state in states:
+        for f in fields:
             try:
-                reward_model = state.reward_model
+                reward_model = f.get("reward_model")
                 label = reward_model.get("ground_truth") if reward_model else None
-                extra = state.extra_fields.get("extra_info") or None
-                out.append(check_output(scorer(state.response, label, extra, **options), name))
+                extra = (f.get("extra_fields") or {}).get("extra_info") or None
+                out.append(check_output(scorer(f.get("response"), label, extra, **options), name))
             except Exception as exc:
                 out.append(exc)
         return out
@@ -73,13 +95,7 @@ class InlineScorerJudger(ScorerJudger):
         # Fields live in each state's instance dict: read and write them there, without pydantic's
         # Python-level attribute dispatch, which costs more than scoring a GSM8K answer. Small
         # chunks keep those dicts in cache from the read to the write.
-        fields = [state.__dict__ for state in chunk]
-        if self.batch_scorer is None:
-            rewards = self._generic_batch(chunk)
-        else:
-            models = [f["reward_model"] for f in fields]
-            labels = [rm.get("ground_truth") if isinstance(rm, dict) else None for rm in models]
-            rewards = self.batch_scorer([f["response"] for f in fields], labels)
+        rewards = self.score_fields([state.__dict__ for state in chunk])
         for state, reward in zip(chunk, rewards):
             if type(reward) is not dict:
                 self.capture(state, reward)

@@ -31,11 +31,12 @@ from pydantic_core import PydanticSerializationError, to_json
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from judger.core.errors import JudgeTimeoutError, RoutingError
-from judger.core.failure import failure_of
+from judger.core.failure import JudgeFailure, failure_of
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 from judger.presets.base import ScorerJudger
+from judger.presets.inline import InlineScorerJudger
 from judger.runtime.procpool import ProcessPool
 from judger.server.batching import MicroBatcher
 from judger.server.body import BodyError, BodyLimits, costly, echo, parse_json
@@ -50,7 +51,8 @@ from judger.server.models import (
     RewardRequest,
     RewardResponse,
 )
-from judger.server.requests import get_reward_states, judge_states, judge_states_json, reward_state
+from judger.server.requests import get_reward_states, judge_items_json, judge_states, reward_state
+from judger.server.states import twin
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT_REQUESTS = 512
@@ -126,6 +128,26 @@ class _Recorder:
             verdict = state.reward.get("verdict") if state.reward else None
             self.metrics.sample(self.judger_name, "ok", verdict)
         return failure
+
+    def record_outputs(self, outputs: list[Any]) -> list[dict[str, Any]]:
+        """``/judge``'s light answers (reward, status, error_msg) for raw judger outputs -- a dict,
+        or the exception of a failed sample -- counted as :meth:`record_many` counts states."""
+        out: list[dict[str, Any]] = []
+        plain_ok = 0
+        for output in outputs:
+            if type(output) is dict:
+                out.append({"reward": output, "status": "completed", "error_msg": None})
+                if "verdict" in output:
+                    self.metrics.sample(self.judger_name, "ok", output["verdict"])
+                else:
+                    plain_ok += 1
+            else:
+                failure = JudgeFailure.from_exception(output, self.judger_name)
+                out.append({"reward": None, "status": "failed", "error_msg": failure.message})
+                self.metrics.sample(failure.judger, failure.kind)
+        if plain_ok:
+            self.metrics.sample(self.judger_name, "ok", n=plain_ok)
+        return out
 
     def record_many(self, states: list[RolloutState]) -> list[dict[str, str] | None]:
         """:meth:`record` for a batch: successes without a verdict are counted once, together."""
@@ -227,6 +249,7 @@ def create_app(
 
         micro_batch = isinstance(live, ScorerJudger)
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
+    field_judger = live if isinstance(live, InlineScorerJudger) and live.judges_fields() else None
     log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
 
     parsers: list[ProcessPool] = []  # the processes that parse costly bodies, started on first need
@@ -357,8 +380,16 @@ def create_app(
 
     async def do_judge(body: bytes, query: bytes) -> tuple[int, Any]:
         full = _flag(query, "full")
-        direct = judge_states_json(body, limits) if len(body) <= INLINE_PARSE_BYTES else None
-        states, many = direct if direct is not None else await parsed(body, judge_states)
+        direct = judge_items_json(body, limits) if len(body) <= INLINE_PARSE_BYTES else None
+        if direct is not None:
+            items, many = direct
+            if field_judger is not None and not full and len(items) > 1 and twin().usable:
+                # an inline preset scores the validated fields: no RolloutState is built
+                out = recorder.record_outputs(field_judger.score_fields(items))
+                return 200, out if many else out[0]
+            states = twin().adopt_all(items)
+        else:
+            states, many = await parsed(body, judge_states)
         if len(states) == 1:
             judged = [await batcher.judge(states[0])]
         else:

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from judger.core.rollout import RolloutState, Status
 from judger.server.body import BodyError, BodyLimits, echo
-from judger.server.states import twin, validate_json
+from judger.server.states import twin, validate_json_items
 
 # at most this many validation errors are reported, each without the offending input
 MAX_ERRORS = 10
@@ -109,11 +109,12 @@ def _unknown_fields(item: dict[str, Any], where: str) -> None:
     )
 
 
-def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutState], bool] | None:
+def judge_items_json(body: bytes, limits: BodyLimits) -> tuple[list[Any], bool] | None:
     """``/judge`` validated straight from the JSON bytes, when cheap byte counts prove the body
     within the key and string limits (at most as many keys as colons, no string longer than the
     body); None otherwise (the caller parses and walks it). Posted judger-written fields are
-    checked on the validated fields, before the states are built."""
+    checked on the validated fields. The items are not yet states (see
+    :func:`judger.server.states.validate_json_items`): ``twin().adopt_all`` builds them."""
     if body.count(b":") > limits.max_keys_per_object or len(body) > limits.max_string_chars:
         return None
     many = body.lstrip()[:1] == b"["
@@ -139,12 +140,12 @@ def judge_states_json(body: bytes, limits: BodyLimits) -> tuple[list[RolloutStat
         return f"[{i}]" if many else "body"
 
     try:
-        states = validate_json(body, many, posted)
+        items = validate_json_items(body, many, posted)
     except ValidationError as exc:
         if any(e.get("type") == "json_invalid" for e in exc.errors(include_input=False, include_url=False)):
             raise BodyError(f"body: invalid JSON ({validation_message(exc, 'body')})", status=400) from None
         raise BodyError(validation_message(exc, "" if many else "body", indexed=many)) from None
-    return states, many
+    return items, many
 
 
 def judge_states(body: Any) -> tuple[list[RolloutState], bool]:

@@ -74,20 +74,22 @@ def twin() -> _Twin:
     return _Twin()
 
 
-def validate_json(
+def validate_json_items(
     body: bytes, many: bool, check: Callable[[dict[str, Any], int], None] | None = None
-) -> list[RolloutState]:
-    """Validated RolloutStates from JSON bytes (one object, or a list when ``many``).
+) -> list[Any]:
+    """Validated posted states from JSON bytes (one object, or a list when ``many``), before any
+    RolloutState is built: on the twin's path (``twin().usable``) each item is the dict of its
+    posted fields, which ``twin().adopt_all`` turns into states; otherwise it is the RolloutState.
 
-    ``check(fields, i)`` sees each item's validated fields as a dict before its state is built
-    (only the posted fields on the twin's path, every field otherwise) and may raise or set a field.
+    ``check(fields, i)`` sees each item's validated fields as a dict (only the posted fields on the
+    twin's path, every field otherwise) and may raise or set a field.
     """
     t = twin()
     items = t.many.validate_json(body) if many else [t.one.validate_json(body)]
     if check is not None:
         for i, item in enumerate(items):
             check(item if t.usable else item.__dict__, i)
-    return t.adopt_all(items)
+    return items
 
 
-__all__ = ["ValidationError", "twin", "validate_json"]
+__all__ = ["ValidationError", "twin", "validate_json_items"]
