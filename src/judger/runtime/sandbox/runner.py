@@ -194,6 +194,12 @@ class _Sandbox:
         kill_session(self.proc.pid)
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct types on 3.10
             await asyncio.wait_for(self.proc.wait(), 10)
+        # close the pipes now, on this loop: a stdout not read to its end is otherwise closed by
+        # the transport's finalizer, which on Python 3.10 runs after the loop has closed and
+        # reports "Event loop is closed" (asyncio's Process has no public close)
+        transport = getattr(self.proc, "_transport", None)
+        if transport is not None:
+            transport.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
