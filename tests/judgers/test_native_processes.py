@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+import types
 from typing import Any
 
 import pytest
@@ -38,8 +40,15 @@ def _local_reward(response: str, label: Any, extra_info: dict) -> dict:
     return {"score": 1.0}
 
 
+# pickled by reference to a module that exists only in this process, so no worker can import it
+# however pytest was started (`python -m pytest` puts the checkout, and so this module, on sys.path)
+_PARENT_ONLY = types.ModuleType("judger_tests_parent_only")
+_PARENT_ONLY._local_reward = _local_reward  # type: ignore[attr-defined]
+_local_reward.__module__ = _PARENT_ONLY.__name__
+sys.modules[_PARENT_ONLY.__name__] = _PARENT_ONLY
+
+
 async def test_a_handler_workers_cannot_import_fails_clearly() -> None:
-    # test modules are not importable by name in a worker (pytest's importlib mode)
     s = await NativeJudger(reward_handler=_local_reward, execution="process").judge(state("1"))
     assert s.status is Status.FAILED and "cannot unpickle the call" in s.error_msg
 
