@@ -341,17 +341,11 @@ class Judger(BaseJudger):
         ``batch_judge`` then writes rewards itself."""
         return type(self).postprocess is Judger.postprocess and "postprocess" not in self.__dict__
 
-    async def finish(self, state: RolloutState, result: PayloadResult) -> RolloutState:
-        """Write one result back: ``postprocess`` for an output, the failure policy otherwise."""
-        written = self._finish_now(state, result)
-        if not isinstance(written, RolloutState) and inspect.isawaitable(written):
-            return await written
-        return written
-
     def _finish_now(
         self, state: RolloutState, result: PayloadResult
     ) -> RolloutState | Awaitable[RolloutState]:
-        # the synchronous part of finish: batch_judge calls it per sample without a coroutine each
+        # one result written back: postprocess for an output, the failure policy otherwise; an
+        # awaitable only for an async postprocess, so judge and batch_judge pay no coroutine each
         if isinstance(result, JudgeFailure):
             if self.on_error == "raise":
                 raise result.to_exception()
