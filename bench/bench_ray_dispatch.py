@@ -99,6 +99,16 @@ def main() -> None:
             f"{t_pool / n * 1e6:.1f} us | {t_bare / n * 1e6:.1f} us | {t_pool / t_bare:.2f}x | {target} |"
         )
 
+    async def actor_calls() -> int:
+        return sum([(await r.actor_stats())["calls"] for r in pool.replicas])
+
+    async def calls_for(n: int) -> int:
+        before = await actor_calls()
+        await pool.batch_judge(states(n))
+        return await actor_calls() - before
+
+    print(f"\nRay calls for one more batch of 4096 (trivial handler): {asyncio.run(calls_for(4096))}\n")
+
     # concurrent singles vs one batch
     async def singles(n: int) -> None:
         out = await asyncio.gather(*(pool.judge(s) for s in states(n)))
