@@ -10,6 +10,10 @@ Everything side by side in one run (ratios; the machine is shared):
 2. A 2 ms pure-Python handler on 2 workers (1 CPU each): batch of 64 and 4096 vs the local judger.
 3. 2,000 concurrent single ``judge()`` calls vs one ``batch_judge`` of the same 2,000 (trivial handler),
    and for reference what 2,000 concurrent callers cost in asyncio alone (a task and a future each).
+   Then the same comparison inside an agent loop, where a task per rollout exists either way: 2,000
+   tasks that each await ``judge()`` as they finish, against the same 2,000 tasks handing their
+   states to one ``batch_judge``. That row prices only what judging each sample alone adds. The
+   script also prints how many full garbage collections landed on each side of the first row.
 
 Times are medians of ``--repeat`` runs, the two sides of each row alternating run by run.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import time
@@ -65,6 +70,31 @@ def paired_times(first: Any, second: Any, repeat: int) -> tuple[float, float]:
             fn()
             times.append(time.perf_counter() - start)
     return statistics.median(a), statistics.median(b)
+
+
+class FullCollections:
+    """Counts the collector's full (generation 2) passes while a labelled side runs: they cost
+    tens of milliseconds in a process holding Ray's ~100k objects, and land on whichever side's
+    allocations cross the threshold."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.counts: dict[str, int] = {}
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2 and self.current is not None:
+            self.counts[self.current] = self.counts.get(self.current, 0) + 1
+
+    def labelled(self, label: str, fn: Any) -> Any:
+        def run() -> None:
+            self.current = label
+            try:
+                fn()
+            finally:
+                self.current = None
+
+        return run
 
 
 def main() -> None:
@@ -130,7 +160,12 @@ def main() -> None:
             future.set_result(None)
         await tasks
 
-    t_single, t_batch = paired_times(lambda: asyncio.run(singles(2000)), lambda: run_pool(2000), args.repeat)
+    full = FullCollections()
+    t_single, t_batch = paired_times(
+        full.labelled("singles", lambda: asyncio.run(singles(2000))),
+        full.labelled("batch", lambda: run_pool(2000)),
+        args.repeat,
+    )
     print(
         f"| 2,000 concurrent judge() vs one batch_judge of 2,000 (throughput) | "
         f"{2000 / t_single:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_single:.2f}x | >= 0.5x |"
@@ -139,6 +174,35 @@ def main() -> None:
     print(
         f"| (reference) 2,000 concurrent coroutines that only await a future each, vs the same "
         f"batch_judge | {2000 / t_wait:.0f} /s | {2000 / t_batch:.0f} /s | {t_batch / t_wait:.2f}x | - |"
+    )
+
+    # an agent loop: a task per rollout on both sides; one judges as it finishes, the other collects
+    async def rollout(s: RolloutState) -> RolloutState:
+        await asyncio.sleep(0)  # the rollout's last step (generation, tool call) before judging
+        return s
+
+    async def judged_rollout(s: RolloutState) -> RolloutState:
+        return await pool.judge(await rollout(s))
+
+    async def agents_judging(n: int) -> None:
+        out = await asyncio.gather(*(judged_rollout(s) for s in states(n)))
+        assert all(s.reward is not None for s in out)
+
+    async def agents_then_batch(n: int) -> None:
+        out = await pool.batch_judge(await asyncio.gather(*(rollout(s) for s in states(n))))
+        assert all(s.reward is not None for s in out)
+
+    t_agents, t_collect = paired_times(
+        lambda: asyncio.run(agents_judging(2000)), lambda: asyncio.run(agents_then_batch(2000)), args.repeat
+    )
+    print(
+        f"| agent loop: 2,000 rollout tasks each awaiting judge() vs the same tasks, then one "
+        f"batch_judge (throughput) | {2000 / t_agents:.0f} /s | {2000 / t_collect:.0f} /s | "
+        f"{t_collect / t_agents:.2f}x | - |"
+    )
+    print(
+        f"\nFull garbage collections during the first concurrent row's {args.repeat} + {args.repeat} "
+        f"runs: singles {full.counts.get('singles', 0)}, batch {full.counts.get('batch', 0)}\n"
     )
     pool.close()
     for b in bare:
