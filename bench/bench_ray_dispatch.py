@@ -200,10 +200,6 @@ def main() -> None:
         f"batch_judge (throughput) | {2000 / t_agents:.0f} /s | {2000 / t_collect:.0f} /s | "
         f"{t_collect / t_agents:.2f}x | - |"
     )
-    print(
-        f"\nFull garbage collections during the first concurrent row's {args.repeat} + {args.repeat} "
-        f"runs: singles {full.counts.get('singles', 0)}, batch {full.counts.get('batch', 0)}\n"
-    )
     pool.close()
     for b in bare:
         ray.kill(b)
@@ -229,6 +225,10 @@ def main() -> None:
     local.close()
     after = os.getloadavg()[0]
     print(f"\n{os.cpu_count()} CPUs; 1-minute load average before / after: {load:.1f} / {after:.1f}.")
+    print(
+        f"Full garbage collections during the 2,000-singles row's {args.repeat} + {args.repeat} runs: "
+        f"singles {full.counts.get('singles', 0)}, batch {full.counts.get('batch', 0)}."
+    )
 
 
 if __name__ == "__main__":
