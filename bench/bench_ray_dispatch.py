@@ -15,7 +15,8 @@ Everything side by side in one run (ratios; the machine is shared):
    states to one ``batch_judge``. That row prices only what judging each sample alone adds. The
    script also prints how many full garbage collections landed on each side of the first row.
 
-Times are medians of ``--repeat`` runs, the two sides of each row alternating run by run.
+Times are medians of ``--repeat`` runs, the two sides of each row alternating run by run. ``--no-gc``
+runs the concurrent rows with the garbage collector off.
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ms", type=float, default=2.0)
+    ap.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="turn the garbage collector off for the concurrent rows, to see what they cost without it",
+    )
     args = ap.parse_args()
     ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
     load = os.getloadavg()[0]
@@ -161,6 +167,9 @@ def main() -> None:
         await tasks
 
     full = FullCollections()
+    if args.no_gc:
+        gc.collect()
+        gc.disable()
     t_single, t_batch = paired_times(
         full.labelled("singles", lambda: asyncio.run(singles(2000))),
         full.labelled("batch", lambda: run_pool(2000)),
@@ -200,6 +209,7 @@ def main() -> None:
         f"batch_judge (throughput) | {2000 / t_agents:.0f} /s | {2000 / t_collect:.0f} /s | "
         f"{t_collect / t_agents:.2f}x | - |"
     )
+    gc.enable()
     pool.close()
     for b in bare:
         ray.kill(b)
