@@ -100,3 +100,26 @@ async def test_a_cancelled_batch_stops_its_lanes() -> None:
     await asyncio.sleep(0.3)
     assert calls == stopped_at < 1000  # no lane took another sample after the cancellation
     await judger.aclose()
+
+
+async def test_a_batch_cancelled_while_its_lane_queues_scores_nothing() -> None:
+    busy = threading.Event()
+    scored: list[str] = []
+
+    def reward(response: str, label: Any, extra_info: dict) -> dict:
+        if response == "hold":
+            busy.set()
+            time.sleep(0.5)  # holds the only thread while the second batch queues behind it
+        scored.append(response)
+        return {"score": 1.0}
+
+    judger = NativeJudger(reward_handler=reward, num_threads=1, timeout=10)
+    holding = asyncio.ensure_future(judger.batch_judge([state("hold")]))
+    while not busy.is_set():
+        await asyncio.sleep(0.01)
+    with pytest.raises(asyncio.TimeoutError):  # cancelled while its lane waits for the thread
+        await asyncio.wait_for(judger.batch_judge([state("queued") for _ in range(5)]), 0.1)
+    await holding
+    await asyncio.sleep(0.3)  # time for a queued lane to run, had it not been stopped
+    assert scored == ["hold"]
+    await judger.aclose()

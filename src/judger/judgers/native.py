@@ -84,6 +84,8 @@ def _score_lane(
     results: list[Any],
 ) -> None:
     """A lane's thread: score the batch's next item until none is left or the lane is abandoned."""
+    if lane.failed is not None:  # its batch was cancelled while the lane queued for a thread
+        return
     first = True
     for index in indices:
         lane.current = (index, time.monotonic())
