@@ -106,7 +106,9 @@ async def judger_still_works() -> None:
 # --- finding 1: killing the judger -------------------------------------------------------------
 
 
-async def test_killing_the_parent_kills_only_the_sample() -> None:
+async def test_the_program_cannot_kill_its_supervisor_and_killing_itself_kills_only_the_sample() -> None:
+    # the supervisor is pid 1 of the sandbox's PID namespace and takes no signal from inside it:
+    # the kills are dropped and both tests run to the end (the old design crashed the sample here)
     program = (
         "import os, signal\n"
         "for pid in (os.getppid(), 1):\n"
@@ -119,7 +121,7 @@ async def test_killing_the_parent_kills_only_the_sample() -> None:
     out = await score_async(
         fenced(program), {"inputs": ["", ""], "outputs": ["alive", "alive"]}, limits=LIMITS
     )
-    assert out["score"] < 1.0
+    assert out["score"] == 1.0 and out["passed"] == 2
     out = await score_async(
         fenced(
             UNHOOKED
@@ -146,7 +148,7 @@ def test_one_reward_request_cannot_take_the_server_down() -> None:
         "        signal.pidfd_send_signal(os.pidfd_open(pid), 9)\n"
         "    except OSError:\n"
         "        pass\n"
-        "print(3)\n"
+        "print(4)\n"  # a wrong answer: the kills above change nothing either way
     )
     tests = {"inputs": ["1 2"], "outputs": ["3"]}
     with serve_asgi(create_app(CodeJudgerConfig(wall_s=5, cpu_s=5))) as server:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from judger.core import loops
 from judger.core.errors import JudgerError
-from judger.runtime.sandbox import bwrap
+from judger.runtime.sandbox import bwrap, cgroups, uids
 from judger.runtime.sandbox.seccomp import filter_program, fork_filter
 
 Mode = Literal["stdin", "call", "assert"]
@@ -159,13 +159,54 @@ def kill_session(pid: int) -> None:
             os.kill(member, signal.SIGKILL)
 
 
+_SUPERVISOR_TASKS = 8  # the supervisor and the worker's own threads, beyond the program's processes
+_CONTROL_MB = 192  # the supervisor and the worker's interpreter, beyond the program's memory and scratch
+_HANDSHAKE_S = 15.0
+
+
 class _Sandbox:
     """One supervisor process (under bubblewrap or not) serving the tests from ``start`` on."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, cap: int, scratch: str | None) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        cap: int,
+        scratch: str | None,
+        uid: uids.UidLease | None = None,
+        group: cgroups.SandboxCgroup | None = None,
+    ) -> None:
         self.proc = proc
         self.cap = cap
         self.scratch = scratch
+        self.uid = uid
+        self.group = group
+        self.pidfd = -1  # the supervisor, pid 1 of the sandbox's PID namespace
+
+    async def handshake(self, info_fd: int, block_fd: int) -> None:
+        """Learn the supervisor's host pid, place it in the cgroup, then let it start."""
+        pid = bwrap.child_pid(await _read_info(info_fd, _HANDSHAKE_S))
+        if pid is None:
+            reason = await self.stderr_tail()
+            raise SandboxStartError(f"the bubblewrap sandbox failed to start ({reason})")
+        try:
+            self.pidfd = os.pidfd_open(pid)
+            if self.group is not None:
+                self.group.attach(pid)
+        except OSError as exc:
+            raise SandboxStartError(f"the sandbox could not be confined: {exc}") from None
+        with contextlib.suppress(OSError):
+            os.write(block_fd, b"1")
+
+    async def stderr_tail(self) -> str:
+        """What bubblewrap said on its way out (it writes its reason there), or its exit status."""
+        text = b""
+        if self.proc.stderr is not None:
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError, ValueError):
+                text = await asyncio.wait_for(self.proc.stderr.read(4096), 2)
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2)
+        reason = text.decode("utf-8", "replace").strip()
+        return reason[-1000:] or f"exit status {self.proc.returncode}"
 
     async def next_message(self, timeout: float) -> dict[str, Any] | None:
         """The next report (``stdout`` attached), None at EOF or on a broken frame."""
@@ -190,18 +231,82 @@ class _Sandbox:
             message["stdout"] = payload.decode("utf-8", errors="replace")
         return message
 
+    def _kill(self) -> None:
+        if self.pidfd >= 0:
+            # pid 1 of the PID namespace: the kernel kills every process in it with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if self.group is not None:
+            self.group.kill()
+        if self.scratch is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            kill_session(self.proc.pid)  # no PID namespace: the session is what we have
+
     async def finish(self) -> None:
-        kill_session(self.proc.pid)
+        self._kill()
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct types on 3.10
             await asyncio.wait_for(self.proc.wait(), 10)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
         # close the pipes now, on this loop: a stdout not read to its end is otherwise closed by
         # the transport's finalizer, which on Python 3.10 runs after the loop has closed and
         # reports "Event loop is closed" (asyncio's Process has no public close)
         transport = getattr(self.proc, "_transport", None)
         if transport is not None:
             transport.close()
+        if self.group is not None:
+            for _ in range(100):  # a killed task leaves its cgroup a moment after it is reaped
+                if self.group.remove():
+                    break
+                self.group.kill()
+                await asyncio.sleep(0.01)
+            self.group = None
+        if self.uid is not None:
+            self.uid.release()  # only now: every process of that uid is gone
+            self.uid = None
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+async def _read_info(fd: int, timeout: float) -> bytes:
+    """bubblewrap's ``--info-fd`` JSON from pipe ``fd``: until it is complete, EOF or ``timeout``
+    (closes ``fd``)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    data = bytearray()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        data.extend(chunk)
+        complete = bwrap.child_pid(bytes(data)) is not None
+        if (not chunk or complete or len(data) > 65536) and not done.done():
+            done.set_result(None)
+
+    os.set_blocking(fd, False)
+    loop.add_reader(fd, readable)
+    try:
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(done, timeout)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    return bytes(data)
+
+
+def _cgroup(limits: SandboxLimits) -> cgroups.SandboxCgroup | None:
+    memory = (limits.memory_mb + limits.scratch_mb + _CONTROL_MB) * 1024 * 1024
+    try:
+        return cgroups.create(limits.processes + _SUPERVISOR_TASKS, memory)
+    except OSError as exc:
+        raise SandboxStartError(f"the sandbox's cgroup could not be made: {exc}") from None
 
 
 async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
@@ -209,6 +314,9 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
     scratch: str | None = None
     pass_fds: list[int] = []
+    info_r = block_w = -1
+    uid: uids.UidLease | None = None
+    group: cgroups.SandboxCgroup | None = None
     if limits.isolation == "bwrap":
         require_isolation("bwrap")
         program = filter_program()
@@ -219,17 +327,42 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
             os.close(write_end)
             seccomp_fd = read_end
             pass_fds.append(read_end)
-        argv = bwrap.command(scratch_bytes=limits.scratch_mb * 1024 * 1024, seccomp_fd=seccomp_fd)
+        info_r, info_w = os.pipe2(os.O_CLOEXEC)
+        block_r, block_w = os.pipe2(os.O_CLOEXEC)
+        pass_fds += [info_w, block_r]
+        if bwrap.drops_to_own_uid():
+            uid = uids.lease()
+        group = _cgroup(limits)
+        argv = bwrap.command(
+            scratch_bytes=limits.scratch_mb * 1024 * 1024,
+            seccomp_fd=seccomp_fd,
+            host_uid=None if uid is None else uid.uid,
+            info_fd=info_w,
+            block_fd=block_r,
+        )
         cwd = "/"
     else:
         scratch = cwd = tempfile.mkdtemp(prefix="judger-sandbox-")
         argv = [sys.executable, "-I", SUPERVISOR_PATH]
+
+    def abandon() -> None:
+        for fd in (info_r, block_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if group is not None:
+            group.remove()
+        if uid is not None:
+            uid.release()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE if limits.isolation == "bwrap" else asyncio.subprocess.DEVNULL,
             cwd=cwd,
             env=env,
             pass_fds=pass_fds,
@@ -237,13 +370,23 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
             limit=cap + _HEADER_SLACK,
         )
     except BaseException:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        abandon()
         raise
     finally:
         for fd in pass_fds:
             os.close(fd)
-    sandbox = _Sandbox(proc, cap, scratch)
+    sandbox = _Sandbox(proc, cap, scratch, uid, group)
+    try:
+        if info_r >= 0:
+            await sandbox.handshake(info_r, block_w)
+    except BaseException:
+        info_r = -1  # closed by the handshake
+        await asyncio.shield(sandbox.finish())
+        with contextlib.suppress(OSError):
+            os.close(block_w)
+        raise
+    if block_w >= 0:
+        os.close(block_w)
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps(job).encode())
@@ -365,9 +508,11 @@ async def _serve(
             return current + 1
         if message is None:
             if not ready:
+                reason = await sandbox.stderr_tail() if job["isolated"] else ""
                 await sandbox.finish()
                 kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
-                raise SandboxStartError(f"the {kind} failed to start (exit status {sandbox.proc.returncode})")
+                reason = reason or f"exit status {sandbox.proc.returncode}"
+                raise SandboxStartError(f"the {kind} failed to start ({reason})")
             return current
         event = message.get("event")
         if event == "ready":

@@ -1,16 +1,26 @@
-"""A seccomp filter (classic BPF) that bubblewrap installs in the sandbox (``--seccomp FD``).
+"""The seccomp filters (classic BPF) around a judged program.
 
-Namespaces and rlimits leave a few ways to hold memory that no limit counts: ``memfd_create``
-(shared memory outside the address-space limit), System V shared memory and message queues (they
-outlive the process that made them), and ``memfd_secret``. The filter makes those calls fail with
-EPERM, and ``ptrace`` / ``process_vm_*`` / ``pidfd_getfd`` as a second layer to the supervisor being
-non-dumpable. Every other call is allowed: the namespaces are the boundary, not this list.
+:func:`filter_program` is installed by bubblewrap on the whole sandbox (``--seccomp FD``). It
+refuses (EPERM) what a container runtime's default profile refuses (Docker's / moby's: kernel
+keyrings, ``mount`` and namespaces, ``ptrace`` and ``process_vm_*``, ``bpf``, ``perf_event_open``,
+``userfaultfd``, module and clock calls, ``kcmp``, handles by inode, NUMA policy) and, beyond it:
+
+- ``memfd_create``/``memfd_secret`` and System V shared memory and message queues: memory that
+  no rlimit counts, or that outlives the program;
+- the chmod and chown families: whatever the program's uid owns outside its scratch is still not
+  its to change (``/dev`` nodes are the host's own, bind-mounted);
+- ``fcntl(F_SETLEASE)``, inotify and fanotify: leases stall every open of a file on the host, and
+  watch instances are a per-user kernel quota shared with other processes;
+- ``io_uring_setup``: locked memory charged per user, and a second syscall surface;
+- ``pidfd_getfd``, ``prlimit64`` on another process, ``clone`` with namespace flags.
+
+``clone3`` answers ENOSYS (its flags sit in a struct a filter cannot read; the C library then falls
+back to ``clone``, whose flags it can). Calls of another ABI (x32, or a 32-bit ABI on a 64-bit
+kernel) answer ENOSYS. Every other call is allowed: the namespaces and the unprivileged uid are the
+boundary, not this list.
 
 :func:`fork_filter` is a second filter, which the worker installs on itself just before the program
-runs (unless subprocesses are allowed): no new processes, threads still allowed. RLIMIT_NPROC
-cannot do this job when the judge runs as root: the sandbox's uid maps to root outside its user
-namespace, and the kernel never applies RLIMIT_NPROC to root, so a fork bomb reached 6,500
-processes on a 2-core machine under ``processes=64`` and starved the samples beside it.
+runs (unless subprocesses are allowed): no new processes, threads still allowed.
 """
 
 from __future__ import annotations
@@ -27,105 +37,158 @@ _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
 _X32_BIT = 0x40000000
+_X86_64 = 0xC000003E
+_AARCH64 = 0xC00000B7
 
-# (audit arch, {name: number}) per machine
-_TABLES: dict[str, tuple[int, dict[str, int]]] = {
-    "x86_64": (
-        0xC000003E,
-        {
-            "memfd_create": 319,
-            "memfd_secret": 447,
-            "shmget": 29,
-            "msgget": 68,
-            "ptrace": 101,
-            "process_vm_readv": 310,
-            "process_vm_writev": 311,
-            "pidfd_getfd": 438,
-        },
-    ),
-    "aarch64": (
-        0xC00000B7,
-        {
-            "memfd_create": 279,
-            "memfd_secret": 447,
-            "shmget": 194,
-            "msgget": 186,
-            "ptrace": 117,
-            "process_vm_readv": 270,
-            "process_vm_writev": 271,
-            "pidfd_getfd": 438,
-        },
-    ),
-}
-DENIED = tuple(_TABLES["x86_64"][1])
+# the names refused outright; a name missing from a machine's table does not exist there
+REFUSED: tuple[str, ...] = (
+    # what a container runtime's default profile refuses
+    "acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module",
+    "finit_module", "get_kernel_syms", "get_mempolicy", "init_module", "ioperm", "iopl", "kcmp",
+    "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "mbind", "migrate_pages", "mount",
+    "move_mount", "move_pages", "name_to_handle_at", "nfsservctl", "open_by_handle_at", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "perf_event_open", "pivot_root", "process_vm_readv",
+    "process_vm_writev", "ptrace", "query_module", "quotactl", "reboot", "request_key",
+    "set_mempolicy", "setns", "settimeofday", "swapoff", "swapon", "sysfs", "syslog", "umount2",
+    "unshare", "uselib", "userfaultfd", "ustat", "vhangup",
+    # beyond it: memory no limit counts, the host's files and quotas, another process's handles
+    "memfd_create", "memfd_secret", "shmget", "msgget", "chmod", "fchmod", "fchmodat", "fchmodat2",
+    "chown", "fchown", "lchown", "fchownat", "inotify_init", "inotify_init1", "fanotify_init",
+    "io_uring_setup", "pidfd_getfd",
+)  # fmt: skip
 
-# the calls that start a process: clone without CLONE_THREAD, fork, vfork; clone3 takes its flags in
-# a struct a filter cannot read, so it answers ENOSYS and the C library falls back to clone
-_PROCESS_CALLS: dict[str, dict[str, int]] = {
-    "x86_64": {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435},
-    "aarch64": {"clone": 220, "clone3": 435},
-}
+_NUMBERS: dict[str, dict[str, int]] = {
+    "x86_64": {
+        "acct": 163, "add_key": 248, "bpf": 321, "clock_adjtime": 305, "clock_settime": 227,
+        "create_module": 174, "delete_module": 176, "finit_module": 313, "get_kernel_syms": 177,
+        "get_mempolicy": 239, "init_module": 175, "ioperm": 173, "iopl": 172, "kcmp": 312,
+        "kexec_file_load": 320, "kexec_load": 246, "keyctl": 250, "lookup_dcookie": 212, "mbind": 237,
+        "migrate_pages": 256, "mount": 165, "move_mount": 429, "move_pages": 279,
+        "name_to_handle_at": 303, "nfsservctl": 180, "open_by_handle_at": 304, "open_tree": 428,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "perf_event_open": 298,
+        "pivot_root": 155, "process_vm_readv": 310, "process_vm_writev": 311, "ptrace": 101,
+        "query_module": 178, "quotactl": 179, "reboot": 169, "request_key": 249, "set_mempolicy": 238,
+        "setns": 308, "settimeofday": 164, "swapoff": 168, "swapon": 167, "sysfs": 139, "syslog": 103,
+        "umount2": 166, "unshare": 272, "uselib": 134, "userfaultfd": 323, "ustat": 136, "vhangup": 153,
+        "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68, "chmod": 90, "fchmod": 91,
+        "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+        "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "io_uring_setup": 425,
+        "pidfd_getfd": 438,
+        # the calls with rules on their arguments, below
+        "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "fcntl": 72, "prlimit64": 302,
+    },
+    "aarch64": {
+        "acct": 89, "add_key": 217, "bpf": 280, "clock_adjtime": 266, "clock_settime": 112,
+        "delete_module": 106, "finit_module": 273, "get_mempolicy": 236, "init_module": 105,
+        "kcmp": 272, "kexec_file_load": 294, "kexec_load": 104, "keyctl": 219, "lookup_dcookie": 18,
+        "mbind": 235, "migrate_pages": 238, "mount": 40, "move_mount": 429, "move_pages": 239,
+        "name_to_handle_at": 264, "nfsservctl": 42, "open_by_handle_at": 265, "open_tree": 428,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "perf_event_open": 241,
+        "pivot_root": 41, "process_vm_readv": 270, "process_vm_writev": 271, "ptrace": 117,
+        "quotactl": 60, "reboot": 142, "request_key": 218, "set_mempolicy": 237, "setns": 268,
+        "settimeofday": 170, "swapoff": 225, "swapon": 224, "syslog": 116, "umount2": 39,
+        "unshare": 97, "userfaultfd": 282, "vhangup": 58, "memfd_create": 279, "memfd_secret": 447,
+        "shmget": 194, "msgget": 186, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55,
+        "fchownat": 54, "inotify_init1": 26, "fanotify_init": 262, "io_uring_setup": 425,
+        "pidfd_getfd": 438,
+        "clone": 220, "clone3": 435, "fcntl": 25, "prlimit64": 261,
+    },
+}  # fmt: skip
+_ARCH = {"x86_64": _X86_64, "aarch64": _AARCH64}
+DENIED = tuple(name for name in REFUSED if name in _NUMBERS["x86_64"])
+
 _CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+_CLONE_NAMESPACES = 0x7E020000
+_F_SETLEASE = 1024
 _ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]), its low 32 bits on little-endian machines
+_ARG1_LOW = 24
+
+Step = tuple[int, int, "str | None", "str | None"]
+"""(opcode, k, label if true, label if false): jumps are resolved from labels by :func:`_assemble`."""
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def filter_program(machine: str | None = None) -> bytes | None:
-    """The filter for this machine, or None where we have no syscall table for it."""
-    table = _TABLES.get(machine or platform.machine())
-    if table is None:
-        return None
-    arch, numbers = table
-    denied = sorted(numbers.values())
-    deny = _op(_RET_K, _ERRNO | errno.EPERM)
-    allow = _op(_RET_K, _ALLOW)
-    body = [
-        _op(_LD_W_ABS, 4),  # seccomp_data.arch
-        _op(_JEQ_K, arch, jt=1, jf=0),
-        _op(_RET_K, _ERRNO | errno.ENOSYS),  # another ABI than the one the numbers are for
-        _op(_LD_W_ABS, 0),  # seccomp_data.nr
-    ]
-    if arch == 0xC000003E:
-        body.append(_op(_JGE_K, _X32_BIT, jt=len(denied) + 1, jf=0))  # x32 calls: jump to deny
-    for i, nr in enumerate(denied):
-        body.append(_op(_JEQ_K, nr, jt=len(denied) - i, jf=0))  # to the deny below the allow
-    body += [allow, deny]
+_RETURNS = {"allow": _ALLOW, "deny": _ERRNO | errno.EPERM, "enosys": _ERRNO | errno.ENOSYS}
+
+
+def _assemble(blocks: list[tuple[str | None, list[Step]]]) -> bytes:
+    """Lay out labelled blocks followed by the three returns; a label names a block or a return."""
+    at: dict[str, int] = {}
+    position = 0
+    for label, steps in blocks:
+        if label is not None:
+            at[label] = position
+        position += len(steps)
+    for i, label in enumerate(_RETURNS):
+        at[label] = position + i
+    body, i = [], 0
+    for _, steps in blocks:
+        for op, k, yes, no in steps:
+            jt = at[yes] - i - 1 if yes else 0
+            jf = at[no] - i - 1 if no else 0
+            if not (0 <= jt < 256 and 0 <= jf < 256):
+                raise ValueError("seccomp filter jump out of range")
+            body.append(_op(op, k, jt=jt, jf=jf))
+            i += 1
+    body += [_op(_RET_K, value) for value in _RETURNS.values()]
     return b"".join(body)
+
+
+def _prologue(machine: str) -> list[Step]:
+    arch = _ARCH[machine]
+    steps: list[Step] = [
+        (_LD_W_ABS, 4, None, None),  # seccomp_data.arch
+        (_JEQ_K, arch, None, "enosys"),  # another ABI than the one the numbers are for
+        (_LD_W_ABS, 0, None, None),  # seccomp_data.nr
+    ]
+    if arch == _X86_64:
+        steps.append((_JGE_K, _X32_BIT, "enosys", None))
+    return steps
+
+
+def filter_program(machine: str | None = None) -> bytes | None:
+    """The sandbox-wide filter for this machine, or None where we have no syscall table for it."""
+    machine = machine or platform.machine()
+    numbers = _NUMBERS.get(machine)
+    if numbers is None:
+        return None
+    denied = sorted({numbers[name] for name in REFUSED if name in numbers})
+    head = _prologue(machine)
+    head += [(_JEQ_K, nr, "deny", None) for nr in denied]
+    head += [
+        (_JEQ_K, numbers["clone3"], "enosys", None),
+        (_JEQ_K, numbers["clone"], "clone", None),
+        (_JEQ_K, numbers["fcntl"], "fcntl", None),
+        (_JEQ_K, numbers["prlimit64"], "prlimit", "allow"),
+    ]
+    return _assemble(
+        [
+            (None, head),
+            ("clone", [(_LD_W_ABS, _ARG0_LOW, None, None), (_JSET_K, _CLONE_NAMESPACES, "deny", "allow")]),
+            ("fcntl", [(_LD_W_ABS, _ARG1_LOW, None, None), (_JEQ_K, _F_SETLEASE, "deny", "allow")]),
+            # another process's limits (pid != 0): the supervisor shares the program's uid
+            ("prlimit", [(_LD_W_ABS, _ARG0_LOW, None, None), (_JEQ_K, 0, "allow", "deny")]),
+        ]
+    )
 
 
 def fork_filter(machine: str | None = None) -> bytes | None:
     """A filter that refuses new processes (EPERM) but lets threads start; None where we have no
     syscall table for this machine (then only RLIMIT_NPROC bounds processes)."""
     machine = machine or platform.machine()
-    calls = _PROCESS_CALLS.get(machine)
-    if calls is None:
+    numbers = _NUMBERS.get(machine)
+    if numbers is None:
         return None
-    arch = _TABLES[machine][0]
-    # (opcode, k, jump-if-true label, jump-if-false label): labels resolved below, so no offset is
-    # counted by hand
-    code: list[tuple[int, int, str | None, str | None]] = [
-        (_LD_W_ABS, 4, None, None),  # seccomp_data.arch
-        (_JEQ_K, arch, None, "enosys"),
-        (_LD_W_ABS, 0, None, None),  # seccomp_data.nr
-    ]
-    if arch == 0xC000003E:
-        code.append((_JGE_K, _X32_BIT, "deny", None))
-    code += [(_JEQ_K, calls[name], "deny", None) for name in ("fork", "vfork") if name in calls]
-    code += [
-        (_JEQ_K, calls["clone3"], "enosys", None),
-        (_JEQ_K, calls["clone"], None, "allow"),
+    steps = _prologue(machine)
+    steps += [(_JEQ_K, numbers[name], "deny", None) for name in ("fork", "vfork") if name in numbers]
+    steps += [
+        (_JEQ_K, numbers["clone3"], "enosys", None),
+        (_JEQ_K, numbers["clone"], None, "allow"),
         (_LD_W_ABS, _ARG0_LOW, None, None),
         (_JSET_K, _CLONE_THREAD, "allow", "deny"),
     ]
-    returns = {"allow": _ALLOW, "deny": _ERRNO | errno.EPERM, "enosys": _ERRNO | errno.ENOSYS}
-    at = {label: len(code) + i for i, label in enumerate(returns)}
-    body = []
-    for i, (op, k, yes, no) in enumerate(code):
-        jt = at[yes] - i - 1 if yes else 0
-        jf = at[no] - i - 1 if no else 0
-        body.append(_op(op, k, jt=jt, jf=jf))
-    body += [_op(_RET_K, value) for value in returns.values()]
-    return b"".join(body)
+    return _assemble([(None, steps)])

@@ -185,8 +185,9 @@ class Supervisor:
     def reap(self, proc: "subprocess.Popen[bytes] | Forked") -> int | None:
         """Kill the worker and everything it started; return its exit status."""
         if self.isolated:
-            # our own PID namespace: pid 1 is bubblewrap's init, everything else but us is the program's
-            victims = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+            # our own PID namespace, where we are pid 1: every other process is the program's
+            me = os.getpid()
+            victims = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
             for pid in victims:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
@@ -195,9 +196,12 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         try:
-            return proc.wait(10)
+            returncode = proc.wait(10)
         except subprocess.TimeoutExpired:
             return proc.returncode
+        if self.isolated:
+            _reap_orphans()  # as pid 1, the program's orphans are ours to wait for
+        return returncode
 
     def worker_job(self, cpu_total_s: float) -> bytes:
         return json.dumps(
@@ -560,6 +564,20 @@ class Worker:
         return call
 
 
+def _reap_orphans() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _shield() -> None:
+    """Close what bubblewrap left open beyond stdio, and take no signal from the program: as pid 1
+    of the namespace, the kernel then drops every signal sent from inside it (Python's own SIGINT
+    handler would otherwise let the program raise KeyboardInterrupt in here)."""
+    os.closerange(3, 1 << 16)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _undumpable() -> None:
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -567,6 +585,7 @@ def _undumpable() -> None:
 
 def main() -> None:
     _undumpable()
+    _shield()
     try:
         zygote: Zygote | None = Zygote(os.getcwd())  # before the job is read: see Zygote
     except OSError:
