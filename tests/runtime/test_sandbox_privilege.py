@@ -467,3 +467,17 @@ def test_the_sandbox_uid_is_never_host_root() -> None:
     asyncio.run(watch())
     assert seen, "no sandbox process was seen"
     assert all(uid >= 0x70000000 for uid in seen.values()), seen
+
+
+def test_a_root_judge_that_cannot_drop_its_uid_refuses_to_run_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only a root judge drops to a uid of the sandbox's own")
+    monkeypatch.setattr(bwrap, "SETPRIV", "/nonexistent/setpriv")
+    bwrap.probe.cache_clear()
+    try:
+        reason = bwrap.probe()
+        assert "setpriv" in reason and "util-linux" in reason and "root" in reason
+        with pytest.raises(bwrap.IsolationUnavailable, match="setpriv"):
+            CodeJudgerConfig().build()
+    finally:
+        bwrap.probe.cache_clear()
