@@ -10,10 +10,11 @@ forked from this process before the job is read, see :class:`Zygote`; later ones
   are sent to the host, which compares them with the expected output (never sent here).
 - ``call``: one worker per sample; each test is a call by name with plain arguments, the plain
   return value goes to the host for comparison.
-- ``assert``: the test code runs *here*, in this process, with each of the program's top-level
-  functions replaced by a proxy that calls into the worker and gets back a plain value (:mod:`wire`).
-  So the program cannot patch ``exec``, ``check``, ``AssertionError`` or ``__eq__``, see the tests,
-  or reach the channel to the host: a test passes only if this process ran it to the end.
+- ``assert``: the test code runs *here*, in this process, with the program's top-level functions
+  that it reads as globals (never a builtin's name) replaced by proxies that call into the worker
+  and get back a plain value (:mod:`wire`). So the program cannot patch ``exec``, ``check``,
+  ``AssertionError``, ``__eq__`` or a builtin, see the tests, steer them with ``StopIteration``, or
+  reach the channel to the host: a test passes only if this process ran it to the end.
 
 Results go to the host on fd 1 as one JSON line per event, a ``stdout_len``-byte payload after it.
 A worker that overruns the per-test wall time is killed with everything it started (in the
