@@ -20,7 +20,7 @@ MAX_DEPTH = 200
 # The most JSON values one message may decode into. A list costs ~60 bytes of memory for 3 bytes of
 # JSON (``[],``), so the bytes read, already capped, do not bound what decoding builds: this does.
 MAX_NODES = 250_000
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal
 
 
 class WireError(ValueError):
