@@ -178,7 +178,7 @@ class _Sandbox:
         if not line:
             return None
         try:
-            # bounded before decoding: a report line of `[],` runs costs 20x its bytes to decode,
+            # bounded before decoding: a line of `[],` runs costs many times its bytes to decode,
             # and this runs on the judge's event loop
             message = wire.loads(line)
         except wire.TooLarge as exc:
@@ -348,7 +348,7 @@ async def run_tests(
     if deadline is not None and time.monotonic() >= deadline and not (decided and decided(outcomes)):
         for i in range(n):
             if outcomes[i] is None:
-                outcomes[i] = TestOutcome("timeout", _budget_spent(budget_s))
+                outcomes[i] = TestOutcome("timeout", _budget_spent(deadline - started))
     if result.load_error:
         for i in range(n):
             if outcomes[i] is None:
@@ -358,7 +358,7 @@ async def run_tests(
     return result
 
 
-def _budget_spent(budget_s: float | None) -> str:
+def _budget_spent(budget_s: float) -> str:
     return f"the sample's time budget of {budget_s:g} s for all its tests was spent"
 
 
