@@ -302,12 +302,15 @@ async def test_judger_batch_with_mixed_samples() -> None:
 
 
 async def test_judger_deadline_kills_the_sample() -> None:
+    # the program's slowness is the program's: its tests share all but a margin of the deadline,
+    # and spending that scores them as timeouts before the deadline fails the sample
     judger = CodeJudgerConfig(wall_s=30, cpu_s=30, timeout=1.0).build()
     state = RolloutState(response=fenced("import time\ntime.sleep(60)"), reward_model={"ground_truth": ADD})
     start = time.monotonic()
     (out,) = await judger.batch_judge([state])
     assert time.monotonic() - start < 5
-    assert out.status == Status.FAILED and out.extra_fields["judge_failure"]["kind"] == "timeout"
+    assert out.status != Status.FAILED and out.reward is not None
+    assert out.reward["score"] == 0.0 and out.reward["error"].startswith("timeout: the sample's time budget")
 
 
 async def test_judger_bounds_parallel_programs() -> None:

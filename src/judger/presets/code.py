@@ -18,12 +18,22 @@ from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
 from judger.scorers.code import compute_score, score_async
 
 
+def sample_budget(timeout: float) -> float:
+    """The wall time a sample's tests may take together: the judger's ``timeout`` less a margin to
+    start and stop its sandbox. A program slow on many tests then meets this budget and scores its
+    timeouts; only a judge that is itself stuck meets the deadline (a failed sample)."""
+    margin = min(5.0, max(0.5, timeout / 10))
+    return max(timeout / 2, timeout - margin)
+
+
 class CodeJudger(ScorerJudger):
     """A :class:`ScorerJudger` whose samples each run in their own sandboxed subprocess.
 
     Programs run as asyncio subprocesses (no worker pool in between), at most ``max_parallel`` at a
     time per event loop; each sample has the judger's ``timeout`` on top of the per-test limits, and
-    a sample that overruns it is failed as a timeout with its process group killed.
+    a sample that overruns it is failed as a timeout with its process group killed. The tests
+    themselves get :func:`sample_budget` of it: a program that spends that is scored, its
+    remaining tests timeouts, before the deadline can fire.
     """
 
     def __init__(
@@ -58,7 +68,11 @@ class CodeJudger(ScorerJudger):
             try:
                 async with judge_deadline(self.judger_name, self.timeout):
                     return await score_async(
-                        *args, limits=self.limits, sandbox_fusion_url=self.sandbox_fusion_url, **kwargs
+                        *args,
+                        limits=self.limits,
+                        sandbox_fusion_url=self.sandbox_fusion_url,
+                        budget_s=sample_budget(self.timeout),
+                        **kwargs,
                     )
             except Exception as exc:
                 return exc
@@ -105,7 +119,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
         None, description="SandboxFusion base URL (backend='sandbox_fusion')"
     )
     max_parallel: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
-    timeout: float = Field(300.0, gt=0, description="deadline of one sample (all of its tests), in seconds")
+    timeout: float = Field(
+        300.0,
+        gt=0,
+        description=(
+            "deadline of one sample (all of its tests), in seconds; its tests share all but a margin "
+            "of it, and a program that spends that scores its remaining tests as timeouts"
+        ),
+    )
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
 
     def scorer(self) -> ScorerFn:

@@ -3,9 +3,11 @@
 Tests (``ground_truth``, a dict or its JSON text):
 
 - ``{"inputs": [...], "outputs": [...]}``: stdin/stdout programs. Each input (a string, or a list of
-  lines) is the program's stdin; its stdout must match the output. Comparison: lines with outer
-  whitespace stripped and trailing blank lines dropped; failing that, whitespace-separated tokens,
-  where two decimal numbers may differ by 1e-6 (relative or absolute).
+  lines) is the program's stdin; its stdout must match the output. Comparison: whitespace-separated
+  tokens (outer whitespace and blank lines do not count); where the expected token is a decimal
+  number (with ``.``, ``e`` or ``E``) the printed one may differ by 1e-6 (relative or absolute);
+  where it is an integer the printed one must be that exact value (``7`` or ``7.0``, never ``1e9``
+  for ``1000000006``).
 - ``{"inputs": [...], "outputs": [...], "fn_name": "f"}``: call ``f`` (or ``Solution().f``) with each
   input as the argument list (a JSON list, or a string of one JSON value per line as in APPS/PRIME
   data); the return value (tuples as lists) must equal the output (a JSON value, or its JSON text
@@ -34,6 +36,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
@@ -51,6 +54,7 @@ from judger.runtime.sandbox.runner import (
 VERL_CONTINUOUS_TESTS = 10
 _PYTHON_TAGS = frozenset({"python", "python3", "py"})
 _FLOAT_HINT = re.compile(r"[.eE]")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 # --- extraction --------------------------------------------------------------------------------
@@ -165,14 +169,19 @@ def parse_tests(ground_truth: Any) -> TestSuite:
 # --- comparison --------------------------------------------------------------------------------
 
 
-def _lines(text: str) -> list[str]:
-    return [line.strip() for line in text.strip().splitlines()]
-
-
 def _same_token(got: str, want: str) -> bool:
     if got == want:
         return True
-    if not (_FLOAT_HINT.search(got) or _FLOAT_HINT.search(want)):
+    if _INTEGER.fullmatch(want):
+        # an exact answer is compared exactly: "1e9" is not 1000000006, nor is a float estimate
+        # of a large binomial its value; the same number written as a float ("7.0") still is
+        if not _FLOAT_HINT.search(got):
+            return False
+        try:
+            return Decimal(got) == Decimal(want)
+        except (ArithmeticError, ValueError):  # decimal.InvalidOperation is an ArithmeticError
+            return False
+    if not _FLOAT_HINT.search(want):
         return False
     try:
         a, b = float(got), float(want)
@@ -183,9 +192,11 @@ def _same_token(got: str, want: str) -> bool:
 
 def same_stdout(got: str, want: str) -> bool:
     """Whether a program's stdout matches the expected text (see the module docstring)."""
-    if _lines(got) == _lines(want):
-        return True
-    got_tokens, want_tokens = got.split(), want.split()
+    # Equal lines (stripped, trailing blank ones dropped) have equal tokens, so tokens decide
+    # alone. At most one more piece than expected is split off: a stdout of millions of tokens
+    # costs the judge one list as long as the expected one, not millions of strings.
+    want_tokens = want.split()
+    got_tokens = got.split(None, len(want_tokens))
     return len(got_tokens) == len(want_tokens) and all(map(_same_token, got_tokens, want_tokens))
 
 
@@ -271,13 +282,15 @@ async def score_async(
     max_tests: int | None = None,
     limits: SandboxLimits | None = None,
     sandbox_fusion_url: str | None = None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Score one response: ``{"score", "acc", "pred", "passed", "total", "status", "error", "network"}``.
 
     ``status`` is ``"passed"`` (every test passed), ``"failed"`` or ``"no_code"``; ``error`` is the
     first failing test's reason ("" if none). Malformed tests raise ValueError: a judge failure,
     not a wrong answer. With ``sandbox_fusion_url`` the tests run on that SandboxFusion server
-    (:mod:`judger.runtime.sandbox.fusion`) instead of the local bubblewrap sandbox.
+    (:mod:`judger.runtime.sandbox.fusion`) instead of the local bubblewrap sandbox. ``budget_s``
+    bounds the local sandbox's wall time for all the tests together (the rest are then timeouts).
     """
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
@@ -293,7 +306,11 @@ async def score_async(
     if n == 0:
         return _empty(code, 0, "failed", "no tests")
     limits = limits or SandboxLimits()
-    run = partial(run_tests_remote, sandbox_fusion_url) if sandbox_fusion_url else run_tests
+    run = (
+        partial(run_tests_remote, sandbox_fusion_url)
+        if sandbox_fusion_url
+        else partial(run_tests, budget_s=budget_s)
+    )
     result = await run(
         code,
         suite.mode,

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from judger.core import loops
 from judger.core.errors import JudgerError
 from judger.runtime.sandbox import bwrap, cgroups, uids
+from judger.runtime.sandbox.inside import wire
 from judger.runtime.sandbox.seccomp import filter_program, fork_filter
 
 Mode = Literal["stdin", "call", "assert"]
@@ -218,8 +219,12 @@ class _Sandbox:
         if not line:
             return None
         try:
-            message = json.loads(line)
-        except ValueError:
+            # bounded before decoding: a line of `[],` runs costs many times its bytes to decode,
+            # and this runs on the judge's event loop
+            message = wire.loads(line)
+        except wire.TooLarge as exc:
+            return {"event": "refused", "error": f"the sandbox's report was refused: {exc}"}
+        except wire.WireError:
             return None
         if not isinstance(message, dict):
             return None
@@ -441,23 +446,29 @@ async def run_tests(
     decided: Decided | None = None,
     fn_name: str | None = None,
     entry_point: str | None = None,
+    budget_s: float | None = None,
 ) -> SandboxResult:
     """Run ``code`` on each test input in order, stopping once ``decided`` says the score is known.
 
     ``tests`` are the inputs as the sandbox takes them: stdin text (``"stdin"``), an argument list
     (``"call"``, with ``fn_name``) or test source code (``"assert"``, with an optional
-    ``entry_point`` passed to the test's ``check``). Raises
-    :class:`~judger.runtime.sandbox.bwrap.IsolationUnavailable` when bubblewrap cannot run here.
+    ``entry_point`` passed to the test's ``check``). ``budget_s`` bounds the wall time of all the
+    tests together: once the program has spent it, the test in hand and the rest are timeouts (a
+    verdict on the program), so that a caller's deadline above it is not what ends the sample.
+    Raises :class:`~judger.runtime.sandbox.bwrap.IsolationUnavailable` when bubblewrap cannot run here.
     """
     limits = limits or SandboxLimits()
     n = len(tests)
     outcomes: list[TestOutcome | None] = [None] * n
     result = SandboxResult(outcomes=[], network="netns+audit" if limits.isolation == "bwrap" else "audit")
     started = time.monotonic()
+    deadline = None if budget_s is None else started + budget_s
     next_test = 0
     # the supervisor answers each test within wall_s plus a worker start-up; this bounds the supervisor
     per_test_s = limits.wall_s + 2 * _STARTUP_ALLOWANCE_S + 2
     while next_test < n and not (decided and decided(outcomes)) and not result.load_error:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         job = _job(
             code,
             mode,
@@ -469,12 +480,18 @@ async def run_tests(
         result.processes += 1
         sandbox = await _start(job, limits)
         try:
-            next_test = await _serve(sandbox, job, outcomes, check, decided, result, per_test_s)
+            next_test = await _serve(sandbox, job, outcomes, check, decided, result, per_test_s, deadline)
         finally:
             await sandbox.finish()
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         if next_test < n and outcomes[next_test] is None and not result.load_error:
             outcomes[next_test] = TestOutcome("crashed", "the sandbox stopped answering")
             next_test += 1
+    if deadline is not None and time.monotonic() >= deadline and not (decided and decided(outcomes)):
+        for i in range(n):
+            if outcomes[i] is None:
+                outcomes[i] = TestOutcome("timeout", _budget_spent(deadline - started))
     if result.load_error:
         for i in range(n):
             if outcomes[i] is None:
@@ -482,6 +499,10 @@ async def run_tests(
     result.outcomes = [o if o is not None else TestOutcome("not_run") for o in outcomes]
     result.elapsed_s = time.monotonic() - started
     return result
+
+
+def _budget_spent(budget_s: float) -> str:
+    return f"the sample's time budget of {budget_s:g} s for all its tests was spent"
 
 
 async def _serve(
@@ -492,6 +513,7 @@ async def _serve(
     decided: Decided | None,
     result: SandboxResult,
     per_test_s: float,
+    deadline: float | None = None,
 ) -> int:
     """Read reports until the sandbox ends, hangs or the outcome is decided; return the test in hand."""
     pending = [i for i, _ in job["tests"]]
@@ -499,11 +521,16 @@ async def _serve(
     ready = False  # the supervisor says so before any of the program's code can run
     while position < len(pending):
         current = pending[position]
+        wait = per_test_s
+        if ready and deadline is not None:  # before ready the time is the judge's, not the program's
+            wait = min(per_test_s, max(deadline - time.monotonic(), 0.01))
         try:
-            message = await sandbox.next_message(per_test_s)
+            message = await sandbox.next_message(wait)
         except (TimeoutError, asyncio.TimeoutError, asyncio.IncompleteReadError):  # 3.10: distinct
             if not ready:
                 raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
+            if deadline is not None and time.monotonic() >= deadline:
+                return current  # run_tests reports this test and the rest as the budget's timeouts
             outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
             return current + 1
         if message is None:
@@ -518,6 +545,11 @@ async def _serve(
         if event == "ready":
             ready = True
             continue
+        if event == "refused":
+            if not ready:
+                raise SandboxStartError(str(message["error"]))
+            outcomes[current] = TestOutcome("error", str(message["error"]))
+            return current + 1
         if event == "sandbox_error":
             error = str(message.get("error", ""))[:2000]
             raise SandboxStartError(f"the sandbox could not confine the program: {error}")

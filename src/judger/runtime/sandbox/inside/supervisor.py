@@ -10,10 +10,11 @@ forked from this process before the job is read, see :class:`Zygote`; later ones
   are sent to the host, which compares them with the expected output (never sent here).
 - ``call``: one worker per sample; each test is a call by name with plain arguments, the plain
   return value goes to the host for comparison.
-- ``assert``: the test code runs *here*, in this process, with each of the program's top-level
-  functions replaced by a proxy that calls into the worker and gets back a plain value (:mod:`wire`).
-  So the program cannot patch ``exec``, ``check``, ``AssertionError`` or ``__eq__``, see the tests,
-  or reach the channel to the host: a test passes only if this process ran it to the end.
+- ``assert``: the test code runs *here*, in this process, with the program's top-level functions
+  that it reads as globals (never a builtin's name) replaced by proxies that call into the worker
+  and get back a plain value (:mod:`wire`). So the program cannot patch ``exec``, ``check``,
+  ``AssertionError``, ``__eq__`` or a builtin, see the tests, steer them with ``StopIteration``, or
+  reach the channel to the host: a test passes only if this process ran it to the end.
 
 Results go to the host on fd 1 as one JSON line per event, a ``stdout_len``-byte payload after it.
 A worker that overruns the per-test wall time is killed with everything it started (in the
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -36,6 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # typing is not imported at run time (this process starts per sample); mypy treats the name as True
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
+
     from judger.runtime.sandbox.inside import wire
 else:
     import wire  # run as a script: the sibling file, found through sys.path above
@@ -52,6 +56,15 @@ class Stop(BaseException):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+
+
+class ProgramRaised(Exception):
+    """A proxied call's error when the program raised an exception that steers control flow
+    (``StopIteration``, ``GeneratorExit``, ``SystemExit``, ``KeyboardInterrupt`` and their kin):
+    an ordinary error to the test, which then fails."""
+
+
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit, SystemExit, KeyboardInterrupt)
 
 
 def emit(message: dict, payload: bytes = b"") -> None:
@@ -179,6 +192,7 @@ class Supervisor:
         self.isolated = job["isolated"]
         self.scratch = os.getcwd()
         self.zygote = zygote
+        self.compiled: dict = {}
 
     # --- processes --------------------------------------------------------------------------
 
@@ -209,6 +223,7 @@ class Supervisor:
                 "code": self.job["code"],
                 "module": "solution" if self.job["mode"] == "call" else "__main__",
                 "fn_name": self.job.get("fn_name") if self.job["mode"] == "call" else None,
+                "wanted": self.wanted_names(),
                 "limits": {**self.limits, "cpu_total_s": cpu_total_s},
                 "isolated": self.isolated,
             }
@@ -300,7 +315,7 @@ class Supervisor:
                 worker.wait_ready()
                 returncode = worker.wait_exit(self.limits["wall_s"])
                 if returncode != 0:
-                    status, detail = crash_detail(returncode)
+                    status, detail = worker.exit_detail(returncode)
                     if returncode == 1:
                         reported = worker.pending_error()
                         status, detail = (
@@ -378,17 +393,66 @@ class Supervisor:
         except (TypeError, ValueError, RecursionError):
             return f"unserialisable {value!r:.200}"
 
+    def test_code(self, snippet: str) -> "types.CodeType":
+        code = self.compiled.get(snippet)
+        if code is None:
+            code = self.compiled[snippet] = compile(snippet, "<test>", "exec")
+        return code
+
+    def wanted_names(self) -> "list[str]":
+        """The program's names an assert test may see: those its code reads as globals (the
+        program's functions called by name, helpers such as HumanEval's ``poly``) and the entry
+        point; none in the other modes (a call goes by name)."""
+        names: set = set()
+        if self.job["mode"] != "assert":
+            return []
+        for _, snippet in self.job["tests"]:
+            with contextlib.suppress(SyntaxError, ValueError):
+                names |= _global_names(self.test_code(snippet))
+        entry_point = self.job.get("entry_point")
+        if entry_point:
+            names.add(str(entry_point))
+        return sorted(names)
+
     def one_assert(self, worker: "Worker", snippet: str) -> None:
+        # Only what the test reads is taken from the program, and never a builtin's name or a
+        # dunder: `def set(*a): return 0` or `abs = ...` in the program cannot change the test's
+        # own `set` / `abs`. Builtins are this process's, which the program never ran in.
+        code = self.test_code(snippet)
         namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
-        namespace.update(worker.values)
-        for name in worker.callables:
-            namespace[name] = worker.proxy(name)
-        exec(compile(snippet, "<test>", "exec"), namespace)
+        for name in _global_names(code):
+            if name in worker.callables:
+                namespace[name] = worker.proxy(name)
+            elif name in worker.values:
+                namespace[name] = worker.values[name]
+        exec(code, namespace)
         entry_point = self.job.get("entry_point")
         if entry_point:
             if entry_point not in worker.callables:
                 raise NameError(f"the program defines no function {entry_point!r}")
-            namespace["check"](namespace[entry_point])
+            check = namespace.get("check")
+            if not callable(check) or getattr(check, "judger_proxy", False):
+                raise NameError("the test defines no check(candidate) function")
+            check(worker.proxy(entry_point))
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+_BUILTIN_NAMES = frozenset(vars(builtins))
+
+
+def _global_names(code: "types.CodeType") -> set:
+    """The global names ``code`` and the functions it defines may read, less builtins and dunders."""
+    names: set = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        stack.extend(const for const in current.co_consts if hasattr(const, "co_names"))
+    return {n for n in names if n not in _BUILTIN_NAMES and not n.startswith("__")}
 
 
 def _pwrite_all(fd: int, data: bytes) -> None:
@@ -426,6 +490,7 @@ class Worker:
         self.next_id = 0
         self.cap = owner.limits["output_bytes"] + _LINE_SLACK
         self.closed = False
+        self.cpu_start = _children_cpu()  # workers are reaped one at a time: the delta is this one's
 
     def close(self) -> None:
         if self.closed:
@@ -445,7 +510,14 @@ class Worker:
     def _gone(self) -> Stop:
         returncode = self.owner.reap(self.proc)
         self.closed = True
-        return Stop(*crash_detail(returncode))
+        return Stop(*self.exit_detail(returncode))
+
+    def exit_detail(self, returncode: "int | None") -> "tuple[str, str]":
+        """``crash_detail``, except that a SIGKILL after the worker spent its CPU seconds is the
+        kernel's CPU hard limit (a program that ignores SIGXCPU meets it), not a crash."""
+        if returncode == -signal.SIGKILL and _children_cpu() - self.cpu_start >= self.owner.limits["cpu_s"]:
+            return "timeout", "CPU time limit exceeded"
+        return crash_detail(returncode)
 
     def read_line(self) -> dict:
         while b"\n" not in self.buffer:
@@ -465,8 +537,11 @@ class Worker:
                 raise Stop("error", "output size limit exceeded")
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            message = json.loads(line)
-        except ValueError:
+            message = wire.loads(line)
+        except wire.TooLarge as exc:  # refused before it could cost this process its memory
+            self.close()
+            raise Stop("error", f"the program's reply was refused: {exc}") from None
+        except wire.WireError:
             message = None
         if not isinstance(message, dict):
             self.close()
@@ -496,8 +571,8 @@ class Worker:
                 self.buffer += chunk
         for line in reversed(self.buffer.split(b"\n")):
             try:
-                message = json.loads(line)
-            except ValueError:
+                message = wire.loads(line)
+            except wire.WireError:
                 continue
             if isinstance(message, dict) and message.get("event") == "error":
                 return str(message.get("error", ""))[:2000]
@@ -550,7 +625,11 @@ class Worker:
         kind = getattr(builtins, str(reply.get("type", "")), None)
         text = str(reply.get("error", ""))[:2000]
         error: BaseException = RuntimeError(text)
-        if isinstance(kind, type) and issubclass(kind, Exception) and kind.__module__ == "builtins":
+        if isinstance(kind, type) and issubclass(kind, _CONTROL_FLOW):
+            # re-raised as itself it would steer the test (a StopIteration ends `all(map(...))`
+            # early, as if every item had passed): the test sees an error it cannot mistake
+            error = ProgramRaised(text)
+        elif isinstance(kind, type) and issubclass(kind, Exception) and kind.__module__ == "builtins":
             with contextlib.suppress(Exception):
                 error = kind(text)
         error.judger_text = text  # type: ignore[attr-defined]
@@ -561,6 +640,7 @@ class Worker:
             return self.call(name, list(args), dict(kwargs))
 
         call.__name__ = name
+        call.judger_proxy = True  # type: ignore[attr-defined]
         return call
 
 

@@ -9,6 +9,7 @@ file; it uses only the standard library.
 import base64
 import json
 import math
+import re
 
 # typing is not imported at run time (both sides start per sample); mypy treats the name as True
 TYPE_CHECKING = False
@@ -16,10 +17,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_DEPTH = 200
+# The most JSON values one message may decode into. A list costs ~60 bytes of memory for 3 bytes of
+# JSON (``[],``), so the bytes read, already capped, do not bound what decoding builds: this does.
+MAX_NODES = 250_000
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string literal
 
 
 class WireError(ValueError):
     """A value that cannot cross: not a plain built-in, too deep, or malformed."""
+
+
+class TooLarge(WireError):
+    """A message refused before it was decoded: more values than ``MAX_NODES``, or too deep."""
 
 
 def encode(value: "Any", depth: int = 0) -> object:
@@ -79,12 +88,14 @@ def _tagged(obj: dict) -> object:
     raise WireError(f"unknown tag {tag!r}")
 
 
-def _decode(obj: object) -> object:
+def _decode(obj: object, depth: int = 0) -> object:
     # json.loads has already built plain lists/dicts; only tagged dicts change
+    if depth > 2 * MAX_DEPTH + 2:  # each level may be a tag plus its body
+        raise WireError("value nested too deeply")
     if isinstance(obj, list):
-        return [_decode(v) for v in obj]
+        return [_decode(v, depth + 1) for v in obj]
     if isinstance(obj, dict):
-        return _tagged({k: _decode(v) for k, v in obj.items()})
+        return _tagged({k: _decode(v, depth + 1) for k, v in obj.items()})
     return obj
 
 
@@ -95,6 +106,31 @@ def decode(obj: object) -> "Any":
         raise
     except (TypeError, ValueError, RecursionError) as exc:
         raise WireError(f"malformed value: {type(exc).__name__}") from None
+
+
+def _nodes(line: bytes) -> int:
+    """An upper bound on the JSON values (keys included) in ``line``: each but the first follows a
+    ``[``, ``{``, ``,`` or ``:``. Counted in C without decoding; the separators inside strings are
+    dropped from the count only when the quick count, which includes them, is over the cap."""
+    count = line.count(b"[") + line.count(b"{") + line.count(b",") + line.count(b":") + 1
+    if count > MAX_NODES and b'"' in line:
+        bare = _STRING.sub(b'""', line)
+        count = bare.count(b"[") + bare.count(b"{") + bare.count(b",") + bare.count(b":") + 1
+    return count
+
+
+def loads(line: bytes) -> object:
+    """``json.loads`` of one message; :class:`TooLarge` when it would build more than ``MAX_NODES``
+    values (checked before decoding) or nests deeper than the interpreter can decode, WireError
+    when it is not JSON."""
+    if _nodes(line) > MAX_NODES:
+        raise TooLarge(f"a message of more than {MAX_NODES} values (refused before decoding)")
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise TooLarge("a message nested too deeply to decode") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise WireError(f"malformed message: {exc}"[:200]) from None
 
 
 def dumps(message: dict) -> bytes:

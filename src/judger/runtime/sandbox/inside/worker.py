@@ -119,7 +119,9 @@ def _confine(job: dict) -> None:
         _limit(resource.RLIMIT_NPROC, limits["processes"])
     if limits.get("fork_filter"):
         _deny_new_processes(bytes.fromhex(limits["fork_filter"]))
-    _limit(resource.RLIMIT_CPU, int(limits["cpu_total_s"]) + 1)
+    # the hard limit stays above every soft limit _set_cpu sets: the soft one sends SIGXCPU (read as
+    # a CPU timeout), a hard one equal to it would send SIGKILL, read as a crash
+    _limit(resource.RLIMIT_CPU, int(limits["cpu_total_s"]) + 2)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     _install_guard(os.path.realpath(os.getcwd()), limits["allow_subprocess"], job["isolated"])
 
@@ -206,8 +208,10 @@ def _serve(job: dict, channel: _Wire) -> None:
         channel.send({"event": "load_error", "error": error_text(exc)})
         return
     callables, values = [], {}
+    # only the names the tests read: values cost a copy across the pipe and are refused past a size
+    wanted = None if job.get("wanted") is None else set(job["wanted"])
     for name, value in list(namespace.items()):
-        if name.startswith("__"):
+        if name.startswith("__") or (wanted is not None and name not in wanted):
             continue
         if callable(value) and not isinstance(value, type):
             callables.append(name)
