@@ -143,7 +143,7 @@ class _Guard:
     _guard_awaiting: Any = None
     _guard_client: str = ""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         limits = self._guard_limits = current_limits()
         registry = _registries.get(self.server_state)
