@@ -137,3 +137,27 @@ async def test_the_default_budget_bounds_threads_of_a_config() -> None:
     finally:
         release.set()
         await judger.aclose()
+
+
+async def test_a_hung_batch_handler_is_counted_against_the_budget() -> None:
+    from judger import batch_handler
+
+    release = threading.Event()
+
+    @batch_handler
+    def reward(responses: list[str], labels: list[Any], extra_infos: list[dict]) -> list[dict]:
+        release.wait(30)
+        return [{"score": 1.0} for _ in responses]
+
+    judger = NativeJudger(
+        "batched_budget", reward_handler=reward, timeout=0.2, num_threads=1, max_hung_threads=0
+    )
+    try:
+        out = await judger.batch_judge([state("1"), state("2")])
+        assert all(s.status is Status.FAILED and "within 0.2 s" in s.error_msg for s in out)
+        assert judger._thread_pool().hung == 1
+        out = await judger.batch_judge([state("1")])  # the only thread hangs: fail at once
+        assert 'execution="process"' in out[0].error_msg
+    finally:
+        release.set()
+        await judger.aclose()
