@@ -4,6 +4,7 @@ those threads are counted against a fixed budget, samples fail fast past it with
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from judger import NativeJudger, RolloutState, Status
 
@@ -23,7 +26,10 @@ def _judger_threads(name: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(f"judger-{name}")]
 
 
-async def test_hung_calls_hold_a_fixed_budget_of_threads_then_fail_fast() -> None:
+async def test_hung_calls_hold_a_fixed_budget_of_threads_then_fail_fast(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="judger.runtime.threads")
     release = threading.Event()
 
     def reward(response: str, label: Any, extra_info: dict) -> dict:
@@ -38,6 +44,10 @@ async def test_hung_calls_hold_a_fixed_budget_of_threads_then_fail_fast() -> Non
             assert out.status is Status.FAILED
         threads = _judger_threads("budget")
         assert len(threads) <= 3 and all(t.daemon for t in threads)
+        # each abandoned call is said, with the count and the way out
+        warnings = [r.getMessage() for r in caplog.records if "overran its deadline" in r.getMessage()]
+        assert len(warnings) == 3 and "(3 hung of at most 3 threads)" in warnings[-1]
+        assert all('execution="process"' in w for w in warnings)
         # every thread of the budget is hung: a sample fails at once and says what to do
         started = time.monotonic()
         out = await judger.judge(state("1"))
