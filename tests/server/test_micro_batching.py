@@ -56,7 +56,7 @@ async def test_concurrent_requests_share_a_batch_and_fail_alone() -> None:
     assert sum(judger.sizes) == 24 and len(judger.sizes) < 24 and max(judger.sizes) > 1
     for i, reply in enumerate(replies):
         if i == 3:
-            assert reply.status_code == 500 and "ground truth is None" in reply.json()["detail"]
+            assert reply.status_code == 422 and "ground truth is None" in reply.json()["detail"]
         else:
             assert reply.status_code == 200 and reply.json()["score"] == (0.0 if i == 7 else 1.0)
 

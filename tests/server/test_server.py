@@ -73,7 +73,7 @@ def test_reward_endpoint_and_failures(server: str) -> None:
     reply = httpx.post(server + "/reward", json={"response": "4", "label": 4, "extra_info": {"tag": "x"}})
     assert reply.status_code == 200 and reply.json() == {"score": 1.0, "acc": True, "tag": "x"}
     failed = httpx.post(server + "/reward", json={"response": "EXPLODE", "label": "1"})
-    assert failed.status_code == 500
+    assert failed.status_code == 422  # the sample fails again if sent again: not worth a retry
     body = failed.json()
     assert body["judge_failure"] == {"judger": "exact", "kind": "error", "message": body["detail"]}
     assert "cannot score EXPLODE" in body["detail"]
@@ -219,7 +219,7 @@ def test_metrics_count_samples_and_latency(server: str) -> None:
     text = reply.text
     assert _metric(text, 'judger_samples_total{judger="exact",outcome="ok"}') == 3
     assert _metric(text, 'judger_samples_total{judger="exact",outcome="error"}') == 2
-    assert _metric(text, 'judger_http_requests_total{endpoint="/reward",code="500"}') == 1
+    assert _metric(text, 'judger_http_requests_total{endpoint="/reward",code="422"}') == 1
     assert _metric(text, 'judger_http_request_duration_seconds_count{endpoint="/reward"}') == 3
     assert _metric(text, 'judger_http_request_duration_seconds_bucket{endpoint="/reward",le="+Inf"}') == 3
     assert "# TYPE judger_http_request_duration_seconds histogram" in text

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from judger.cli import serve_limits
+
 TOKEN_ENV = "JUDGER_SERVER_TOKEN"
 _SPEC_ENV = "JUDGER_SERVE_SPEC"  # how --workers N hands the spec to each worker process
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -102,6 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="on shutdown, seconds to let requests in flight finish (default 30)",
     )
+    serve_limits.add_arguments(parser)
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
@@ -220,7 +223,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         spec = _spec(args)
-    except _UsageError as exc:
+        connection_options = serve_limits.uvicorn_options(args)
+    except (_UsageError, ValueError) as exc:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
     import uvicorn
@@ -243,8 +247,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
     # uvicorn's own limits: idle keep-alive connections close after 5 s and headers are capped by
-    # h11/httptools. It has no body-read deadline and no per-client cap: GuardMiddleware adds both.
-    # limit_concurrency stays off: beyond it uvicorn answers 503 to /health too.
+    # h11/httptools. It has no header or body-read deadline and no per-client cap: the protocol of
+    # judger.server.connections adds the header deadline and connection caps, GuardMiddleware the
+    # rest. limit_concurrency stays off: beyond it uvicorn answers 503 to /health too.
     uvicorn.run(
         app,
         factory=factory,
@@ -255,5 +260,6 @@ def _run(args: argparse.Namespace) -> int:
         access_log=args.access_log,
         timeout_graceful_shutdown=args.graceful_timeout,
         timeout_keep_alive=5,
+        **connection_options,
     )
     return 0

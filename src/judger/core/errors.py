@@ -13,6 +13,7 @@ concerns and, where there is one, the fix.
      +-- RemoteError                       a worker's exception that could not cross as itself
      +-- InputTooLargeError (ValueError)   a call too large for a worker process
      +-- WorkerCrashedError (RuntimeError) a worker process died during a call
+     +-- ThreadBudgetError (RuntimeError)  every thread a sync handler may use is held by a hung call
      +-- PoolClosedError (RuntimeError)    the worker pool closed before the call finished
      +-- ReplicaLostError                  a Ray actor died on every attempt the budget allowed
      +-- GenerationError                   a model server could not answer a generation request

@@ -17,6 +17,7 @@ from judger.core.judger import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT, BaseJud
 from judger.judgers.composed import ComposedJudger, check_branches
 from judger.judgers.handlers import import_object, is_url
 from judger.judgers.native import NativeJudger
+from judger.runtime.threads import DEFAULT_MAX_HUNG
 
 
 class CPUResourcesConfig(BaseModel):
@@ -79,6 +80,12 @@ class JudgerConfig(BaseModel):
     num_threads: int | None = Field(
         None, ge=1, description="threads for a sync handler; None: cpus + 4 (in a Ray actor: its CPUs)"
     )
+    max_hung_threads: int = Field(
+        DEFAULT_MAX_HUNG,
+        ge=0,
+        description="sync-handler calls that overran their deadline allowed to keep a thread (a thread "
+        "cannot be killed); past them the pool shrinks, and with every thread hung a sample fails at once",
+    )
     handler_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments of the handler"
     )
@@ -116,6 +123,7 @@ class JudgerConfig(BaseModel):
             handler_kwargs=self.handler_kwargs,
             num_threads=self.num_threads,
             execution=self.execution,
+            max_hung_threads=self.max_hung_threads,
         )
 
     def build(self) -> Judger:

@@ -7,7 +7,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +25,7 @@ from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
 from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 if TYPE_CHECKING:
     from judger.runtime.http import HttpClient
@@ -47,8 +47,9 @@ class _Lane:
     any slot still pending, so an item taken just as its lane was abandoned is never lost.
     """
 
-    __slots__ = ("current", "failed", "future", "started")
+    __slots__ = ("current", "failed", "future", "job", "started")
     future: asyncio.Future[None]  # the thread's run, set when it is submitted
+    job: Job | None  # None when no thread could take it (the future holds why)
 
     def __init__(self) -> None:
         # (index, since) of the item being scored; None before the thread starts and after it ends.
@@ -134,6 +135,7 @@ class NativeJudger(BatchJudger):
         max_retries: int = 3,
         num_threads: int | None = None,
         execution: Literal["thread", "process"] = "thread",
+        max_hung_threads: int = DEFAULT_MAX_HUNG,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         self.handler: RewardHandler = resolve_handler(reward_handler, batched=batched, kwargs=handler_kwargs)
@@ -141,6 +143,9 @@ class NativeJudger(BatchJudger):
         self.extra_info = dict(extra_info or {})
         self.request_timeout = request_timeout
         self.num_threads = num_threads or min(32, (os.cpu_count() or 1) + 4)
+        if max_hung_threads < 0:
+            raise ValueError(f"max_hung_threads must be >= 0, got {max_hung_threads}")
+        self.max_hung_threads = max_hung_threads
         if execution not in ("thread", "process"):
             raise ValueError(f"execution must be 'thread' or 'process', got {execution!r}")
         if execution == "process" and self.handler.kind != "sync":
@@ -151,7 +156,7 @@ class NativeJudger(BatchJudger):
         self.execution = execution
         if execution == "process":
             self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads: HandlerThreads | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
             # here, not at module level: httpx (and the rich console it imports) costs ~65 ms of
@@ -189,12 +194,21 @@ class NativeJudger(BatchJudger):
             self._extra_info(payload),
         )
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                self.num_threads, thread_name_prefix=f"judger-{self.judger_name}"
+    def _thread_pool(self) -> HandlerThreads:
+        if self._threads is None:
+            self._threads = HandlerThreads(
+                self.num_threads, self.max_hung_threads, name=f"judger-{self.judger_name}"
             )
-        return self._executor
+        return self._threads
+
+    async def _in_thread(self, call: Callable[[], Any]) -> Any:
+        """``call()`` on a handler thread; a caller that stops waiting (its deadline) abandons it."""
+        job = self._thread_pool().submit(call)
+        try:
+            return await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:
+            self._thread_pool().abandon(job)
+            raise
 
     async def _call_one(self, payload: JudgerPayload) -> Any:
         handler = self.handler
@@ -222,8 +236,7 @@ class NativeJudger(BatchJudger):
             if isinstance(result, BaseException):
                 raise result
             return result
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread_pool(), lambda: handler.call(*self._args(payload)))
+        return await self._in_thread(lambda: handler.call(*self._args(payload)))
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         if self.handler.kind == "sync" and self.execution == "thread" and not self.handler.batched:
@@ -233,13 +246,8 @@ class NativeJudger(BatchJudger):
             if isinstance(raw, BaseException):
                 raise raw
             return check_output(raw, self.judger_name)
-        try:
-            async with judge_deadline(self.judger_name, self.timeout):
-                output = await self._call_one(payload)
-        except JudgeTimeoutError:
-            if self.handler.kind == "sync" and self.execution == "thread":
-                self._retire_executor()  # the abandoned call still holds a thread
-            raise
+        async with judge_deadline(self.judger_name, self.timeout):
+            output = await self._call_one(payload)
         return check_output(output, self.judger_name)
 
     async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
@@ -258,8 +266,7 @@ class NativeJudger(BatchJudger):
         if handler.kind == "async":
             outputs = handler.normalise(await handler.call(*columns))
         else:
-            loop = asyncio.get_running_loop()
-            outputs = await loop.run_in_executor(self._thread_pool(), lambda: handler.call(*columns))
+            outputs = await self._in_thread(lambda: handler.call(*columns))
         if not isinstance(outputs, (list, tuple)):
             raise JudgerOutputError(
                 f"judger {self.judger_name!r}: batch handler returned {type(outputs).__name__} for "
@@ -287,9 +294,11 @@ class NativeJudger(BatchJudger):
         Up to ``num_threads`` lanes (one per thread) take the batch's items in turn; the first
         starts at once, the others 2 ms later if the batch is still running. The async side
         sleeps until the item a lane is on would overrun its deadline; if that item is still
-        running then, it is failed with a timeout, the lane is abandoned, and a fresh lane on a
-        fresh pool takes over the rest. A Python thread cannot be killed, so the stuck call is
-        abandoned, not stopped; use the process execution layer for scorers that can hang for real.
+        running then, it is failed with a timeout, the lane is abandoned (its thread counted hung
+        by :class:`~judger.runtime.threads.HandlerThreads`), and a fresh lane takes over the rest.
+        A Python thread cannot be killed, so the stuck call is abandoned, not stopped; once every
+        thread of the budget is hung, the remaining items fail with ThreadBudgetError. Use the
+        process execution layer for scorers that can hang for real.
         """
         n = len(payloads)
         results: list[Any] = [_PENDING] * n
@@ -298,22 +307,34 @@ class NativeJudger(BatchJudger):
 
         def start() -> _Lane:
             lane = _Lane()
-            lane.future = asyncio.wrap_future(
-                self._thread_pool().submit(_score_lane, lane, indices, score, payloads, results)
-            )
+            try:
+                lane.job = self._thread_pool().submit(_score_lane, lane, indices, score, payloads, results)
+            except ThreadBudgetError as exc:
+                lane.job = None
+                lane.future = asyncio.get_running_loop().create_future()
+                lane.future.set_exception(exc)
+            else:
+                lane.future = asyncio.wrap_future(lane.job.future)
             return lane
 
         lanes = [start()]
         try:
-            await self._watch_lanes(lanes, start, results, min(self.num_threads, n))
+            await self._watch_lanes(lanes, start, results, indices, min(self.num_threads, n))
         except BaseException:
             for lane in lanes:  # cancelled (an outer deadline): the lanes take no more items
                 lane.failed = -1
+                if lane.job is not None:  # one still in a call holds its thread until it returns
+                    self._thread_pool().abandon(lane.job, overran=False)
             raise
         return results
 
     async def _watch_lanes(
-        self, lanes: list[_Lane], start: Callable[[], _Lane], results: list[Any], wanted: int
+        self,
+        lanes: list[_Lane],
+        start: Callable[[], _Lane],
+        results: list[Any],
+        indices: Iterator[int],
+        wanted: int,
     ) -> None:
         # one lane first; the others only if the batch is still running after _RAMP_S: a batch of
         # cheap calls is then done on one thread, without a hand-off to each of the others
@@ -331,9 +352,14 @@ class NativeJudger(BatchJudger):
                     continue
                 if lane.future.done():
                     if not lane.future.cancelled():
-                        lane.future.result()  # a bug in the lane itself (handler errors are results)
+                        error = lane.future.exception()
+                        if isinstance(error, ThreadBudgetError):
+                            for index in indices:  # no thread is left to take them: they fail now
+                                results[index] = error
+                        elif error is not None:
+                            raise error  # a bug in the lane itself (handler errors are results)
                         continue
-                    lane = lanes[k] = start()  # queued on a pool retired under it: resubmit it
+                    lane = lanes[k] = start()  # cancelled while it queued: resubmit it
                 current = lane.current
                 if current is None:
                     if not lane.started.done():
@@ -342,7 +368,8 @@ class NativeJudger(BatchJudger):
                     # overdue: fail that item, abandon the lane, and let a fresh one take the rest
                     lane.failed = current[0]
                     results[current[0]] = JudgeTimeoutError(self.judger_name, self.timeout)
-                    self._retire_executor()  # the abandoned call still holds a thread
+                    if lane.job is not None:
+                        self._thread_pool().abandon(lane.job)  # the call still holds its thread
                     lanes.append(start())
                     wake_at = now  # look at the lanes again, the new one included
                     continue
@@ -388,16 +415,9 @@ class NativeJudger(BatchJudger):
         results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 
-    def _retire_executor(self) -> None:
-        # The stuck thread keeps its worker slot until the call returns (if ever); later work gets a
-        # fresh pool so abandoned calls can never starve it. wait=False: never block on them.
-        # Lanes still queued there are cancelled; their drivers resubmit them to the fresh pool
-        # instead of waiting behind the stuck call.
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-
     async def aclose(self) -> None:
         if self._http is not None:
             await self._http.aclose()
-        self._retire_executor()
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown()  # never waits: a hung call's daemon thread is left to itself

@@ -53,6 +53,7 @@ from judger.server.models import (
 )
 from judger.server.requests import get_reward_states, judge_items_json, judge_states, reward_state
 from judger.server.states import twin
+from judger.server.statuses import REWARD_FAILURES, failure_status
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT_REQUESTS = 512
@@ -343,16 +344,20 @@ def create_app(
     @app.post(
         "/reward",
         response_model=RewardResponse,
-        responses=failure_responses,
+        responses={
+            **{k: v for k, v in failure_responses.items() if k != 500},
+            **{k: {"model": ErrorBody, "description": d} for k, d in REWARD_FAILURES.items()},
+        },
         openapi_extra=_request_body(RewardRequest),
     )
     async def reward(request: Request) -> Any:
         """Judge one sample: ``{"response", "label", "extra_info", "data_source"}`` -> the reward dict.
 
-        A sample the judger fails on answers 500 (504 for a timeout) with the failure, never a
-        made-up score. ``extra_info["question"]`` (or ``["prompt"]``), when present, becomes the
-        user message (LLM verifiers read the question from it). Concurrent requests are judged
-        together as one batch.
+        A sample the judger fails on answers 422 (504 for a timeout, 503 when the server rather than
+        the sample failed) with the failure, never a made-up score; clients do not retry a 422.
+        ``extra_info["question"]`` (or ``["prompt"]``), when present, becomes the user message
+        (LLM verifiers read the question from it). Concurrent requests are judged together as one
+        batch.
         """
         return _json(*reversed(await do_reward(await request.body(), b"")))
 
@@ -360,8 +365,7 @@ def create_app(
         state = await batcher.judge(await parsed(body, reward_state))
         failure = recorder.record(state)
         if failure is not None:
-            status = 504 if failure["kind"] == "timeout" else 500
-            return status, {"detail": failure["message"], "judge_failure": failure}
+            return failure_status(failure), {"detail": failure["message"], "judge_failure": failure}
         return 200, state.reward
 
     @app.post(

@@ -1,0 +1,117 @@
+"""`judger serve` as a real process, when judging fails: a hung sync handler holds a fixed budget
+of threads and then gets a clear 503 (never one new thread per call), and a sample that fails
+for itself answers a status no client retries, so judger's own URL handler asks once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from judger import NativeJudger, RolloutState, Status
+from judger.testing.servers import free_port
+
+CONFIG = """
+import time
+from judger import JudgerConfig
+
+def handler(response, label, extra_info):
+    if response == "hang":
+        time.sleep(60)  # a scorer stuck for good (the server is stopped long before)
+    if response == "bad":
+        raise ValueError("cannot parse this answer")
+    return {"score": float(response == label)}
+
+judger_config = JudgerConfig(judger_name="threads", reward_handler=handler)
+"""
+
+WaitHealthy = Callable[[str, "subprocess.Popen[bytes]"], None]
+
+
+def _serve(cfg: Path, port: int, args: list[str]) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "judger.cli.main", "serve", str(cfg), "--port", str(port), *args]
+    env = {k: v for k, v in os.environ.items() if k != "JUDGER_SERVER_TOKEN"}
+    return subprocess.Popen(
+        [*cmd, "--log-level", "critical"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count")
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_hung_sync_handler_holds_a_fixed_thread_budget_then_answers_503(
+    tmp_path: Path, wait_healthy: WaitHealthy
+) -> None:
+    cfg = tmp_path / "served.py"
+    cfg.write_text(CONFIG)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    budget = ["--set", "timeout=0.3", "--set", "num_threads=1", "--set", "max_hung_threads=2"]
+    proc = _serve(cfg, port, budget)
+    try:
+        wait_healthy(url, proc)
+        with httpx.Client(base_url=url, timeout=10) as client:
+            assert client.post("/reward", json={"response": "1", "label": "1"}).json() == {"score": 1.0}
+            before = _threads(proc.pid)
+            for _ in range(2):
+                assert client.post("/reward", json={"response": "hang", "label": "1"}).status_code == 504
+            # two calls hang, a fresh thread serves the others at once
+            started = time.monotonic()
+            assert client.post("/reward", json={"response": "1", "label": "1"}).status_code == 200
+            assert time.monotonic() - started < 1.0
+            assert client.post("/reward", json={"response": "hang", "label": "1"}).status_code == 504
+            # every thread of the budget hangs: each request fails at once with the reason
+            replies = [
+                client.post("/reward", json={"response": r, "label": "1"}) for r in ["hang"] * 20 + ["1"]
+            ]
+            started = time.monotonic()
+            last = client.post("/reward", json={"response": "1", "label": "1"})
+            assert time.monotonic() - started < 0.5
+            after = _threads(proc.pid)
+        assert {r.status_code for r in replies} == {503} and last.status_code == 503
+        detail = last.json()["detail"]
+        assert "ThreadBudgetError" in detail and 'execution="process"' in detail
+        assert after - before <= 3, f"{before} -> {after} threads"  # the budget, not a thread per call
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+async def test_url_handler_asks_once_for_a_sample_that_fails_for_itself(
+    tmp_path: Path, wait_healthy: WaitHealthy
+) -> None:
+    cfg = tmp_path / "served.py"
+    cfg.write_text(CONFIG)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve(cfg, port, [])
+    try:
+        wait_healthy(url, proc)
+        async with NativeJudger(reward_handler=url + "/reward") as judger:
+            started = time.monotonic()
+            out = await judger.judge(RolloutState(response="bad", reward_model={"ground_truth": "1"}))
+            elapsed = time.monotonic() - started
+        metrics = httpx.get(url + "/metrics").text
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert out.status is Status.FAILED and "cannot parse this answer" in out.error_msg
+    assert "HTTP 422" in out.error_msg and "not retried" in out.error_msg
+    assert _metric(metrics, 'judger_http_requests_total{endpoint="/reward",code="422"}') == 1
+    assert elapsed < 0.5  # no backoff
