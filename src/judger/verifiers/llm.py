@@ -281,7 +281,7 @@ class LLMJudgerConfig(LLMVerifierFields):
 
     ``prompt_template`` may use ``{question}``, ``{gold_answer}`` (or ``{label}``) and
     ``{response}``. The verdict comes from ``verdict_pattern`` (a regex; its first group, or the
-    whole match, of the last match) or ``verdict_parser`` (a function ``reply -> key | None`` or its
+    whole match, of its matches outside ``<think>`` reasoning, which must all agree) or ``verdict_parser`` (a function ``reply -> key | None`` or its
     import string); with neither, CompassVerifier's A/B/C rules apply. ``verdict_scores`` maps each
     key to a score, ``verdict_names`` to the verdict recorded in the reward.
     """
