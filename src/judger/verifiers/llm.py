@@ -283,8 +283,9 @@ class LLMJudgerConfig(LLMVerifierFields):
     ``{response}``. The verdict comes from ``verdict_pattern`` (a regex; its first group, or the
     whole match, of its matches outside ``<think>`` reasoning, which must all agree) or
     ``verdict_parser`` (a function ``reply -> key | None`` or its import string); with neither,
-    CompassVerifier's A/B/C rules apply (:func:`~judger.verifiers.verdicts.parse_compass_verdict`). ``verdict_scores`` maps each
-    key to a score, ``verdict_names`` to the verdict recorded in the reward.
+    CompassVerifier's A/B/C rules apply (:func:`~judger.verifiers.verdicts.parse_compass_verdict`).
+    ``verdict_scores`` maps each key to a score, ``verdict_names`` to the verdict recorded in the
+    reward.
     """
 
     judger_name: str = "llm_judger"
