@@ -54,7 +54,9 @@ def controller(*urls: str, **kw: Any) -> RolloutController:
     return RolloutControllerConfig(base_urls=list(urls), **options).build()
 
 
-async def generate(ctl: RolloutController, n: int = 2, limit: float = 15.0) -> tuple[list[RolloutState], float]:
+async def generate(
+    ctl: RolloutController, n: int = 2, limit: float = 15.0
+) -> tuple[list[RolloutState], float]:
     """One group; the outer wait only keeps the old code from hanging the suite."""
     start = time.monotonic()
     async with ctl:
@@ -124,13 +126,17 @@ async def test_a_stalled_probe_does_not_keep_a_healthy_server_out(
 
 
 @pytest.mark.parametrize("mode", ["gzip_bomb", "endless", "huge", "drip_chat"])
-async def test_the_healthy_server_keeps_serving(hostile: HostileServer, policy: PolicyServer, mode: str) -> None:
+async def test_the_healthy_server_keeps_serving(
+    hostile: HostileServer, policy: PolicyServer, mode: str
+) -> None:
     hostile.mode = mode
     ctl = controller(hostile.url, policy.url, model=POLICY, max_retries=3, deadline=6.0)
     with PeakRSS() as rss:
         start = time.monotonic()
         async with ctl:
-            groups = await asyncio.wait_for(asyncio.gather(*(ctl.generate_group(group(2)) for _ in range(6))), 30)
+            groups = await asyncio.wait_for(
+                asyncio.gather(*(ctl.generate_group(group(2)) for _ in range(6))), 30
+            )
         took = time.monotonic() - start
     assert all(s.status == Status.COMPLETED for g in groups for s in g)
     assert took < 6.0 + 1.0

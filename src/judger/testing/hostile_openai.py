@@ -155,7 +155,9 @@ class HostileServer:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
-            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+            headers = {
+                k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+            }
             length = int(headers.get("content-length", "0") or 0)
             body = json.loads(await reader.readexactly(length)) if length else {}
             self.requests[path] = self.requests.get(path, 0) + 1
@@ -194,7 +196,9 @@ class HostileServer:
             writer.write(framed)
             await writer.drain()
 
-    async def _answer(self, method: str, path: str, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+    async def _answer(
+        self, method: str, path: str, body: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> None:
         if method == "GET" and path == "/v1/models":
             if self.mode == "drip_models":
                 await self._drip(writer)
@@ -264,7 +268,11 @@ class HostileServer:
             "model": self.model,
             "choices": choices,
             "prompt_token_ids": prompt_ids,
-            "usage": {"prompt_tokens": 4, "completion_tokens": len(ids) * n, "total_tokens": 4 + len(ids) * n},
+            "usage": {
+                "prompt_tokens": 4,
+                "completion_tokens": len(ids) * n,
+                "total_tokens": 4 + len(ids) * n,
+            },
         }
 
 
