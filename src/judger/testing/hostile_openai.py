@@ -11,7 +11,7 @@ that drips a byte at a time. Every reply closes its connection. ``GET /v1/models
 ``endless``          a chunked body of JSON whitespace that never ends
 ``drip_models``      ``/v1/models`` sends its headers, then one byte every ``drip_interval`` s
 ``drip_chat``        the same for the chat endpoint
-``huge``             a well-formed reply whose text is ``huge_bytes`` long
+``huge``             a well-formed reply whose text is ``huge_bytes`` of padding, then ``content``
 ``bad_ids``          ``token_ids`` holds ``bad_value`` in the middle
 ``bad_prompt_ids``   ``prompt_token_ids`` holds ``bad_value`` in the middle
 ``bad_logprobs``     one logprob is ``bad_value`` (NaN and infinities go out as JSON's NaN)
@@ -234,7 +234,7 @@ class HostileServer:
         """The reply to a chat request, spoiled as ``mode`` says (not the transport attacks)."""
         n = body.get("n") if isinstance(body.get("n"), int) else 1
         mode = self.mode
-        text = "x" * self.huge_bytes if mode == "huge" else self.content
+        text = "x" * self.huge_bytes + "\n" + self.content if mode == "huge" else self.content
         ids = [ord(c) % 50000 for c in text[:4096]] if mode != "huge" else [120] * 16
         choices = []
         for j in range(n):
