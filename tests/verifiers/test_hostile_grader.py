@@ -19,7 +19,7 @@ MiB = 2**20
 
 @pytest.fixture
 def hostile() -> Iterator[HostileServer]:
-    server = HostileServer(model="fake-grader", content="A", drip_interval=0.2).start()
+    server = HostileServer(model="fake-grader", content="\\boxed{A}", drip_interval=0.2).start()
     yield server
     server.stop()
 
