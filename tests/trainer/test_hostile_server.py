@@ -231,3 +231,46 @@ async def test_a_well_formed_reply_still_trains(hostile: HostileServer) -> None:
         s.reward = {"score": 1.0}
     data = prepare_train_data([states])
     assert len(data.samples) == 2 and data.samples[0].labels[-1] == ord("}")
+
+
+@pytest.mark.parametrize(
+    ("mode", "bad"), [("bad_ids", "7"), ("bad_ids", True), ("bad_ids", 3.5), ("bad_logprobs", 0.5)]
+)
+async def test_the_completions_endpoint_is_checked_the_same(
+    hostile: HostileServer, mode: str, bad: Any
+) -> None:
+    hostile.mode = mode
+    hostile.bad_value = bad
+    states, _ = await generate(controller(hostile.url, model=POLICY, endpoint="completions"))
+    assert_failed(states, "invalid generation")
+
+
+@pytest.mark.parametrize(
+    ("mode", "bad", "words"),
+    [
+        ("bad_ids", "7", "response_ids holds '7'"),
+        ("bad_ids", True, "response_ids holds True"),
+        ("bad_ids", 3.5, "response_ids holds 3.5"),
+        ("bad_logprobs", math.nan, "non-finite"),
+        ("finish_reason", "weird", "finish_reason='weird'"),
+        ("gzip_bomb", None, "cap"),
+    ],
+)
+async def test_the_agent_loops_url_generator_fails_what_it_cannot_train_on(
+    hostile: HostileServer, mode: str, bad: Any, words: str
+) -> None:
+    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+
+    hostile.mode = mode
+    hostile.bad_value = bad
+    hostile.finish_reason = bad
+    hostile.bomb_bytes = 48 * MiB
+    loop = SingleTurnAgentLoop(
+        SingleTurnAgentLoopConfig(model=POLICY, group_size=2, request_timeout=2.0), hostile.url
+    )
+    loop.generate._http.max_reply_bytes = CAP  # type: ignore[union-attr]
+    try:
+        states = await asyncio.wait_for(loop.generate_group(group(1)[0]), 15)
+    finally:
+        await loop.aclose()
+    assert_failed(states, words)

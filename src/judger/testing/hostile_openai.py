@@ -3,8 +3,9 @@
 ``HostileServer(mode)`` speaks raw HTTP/1.1 over ``asyncio.start_server`` in a background thread,
 so it can send what no well-behaved framework would: a gzip bomb, a body that never ends, one
 that drips a byte at a time. Every reply closes its connection. ``GET /v1/models`` lists
-``model``; ``POST /v1/chat/completions`` answers ``n`` choices of ``content`` with ``token_ids``,
-``prompt_token_ids`` and logprobs (as vLLM does when asked), then the mode spoils it:
+``model``; ``POST /v1/chat/completions`` (and ``/v1/completions``, in its own layout) answers ``n`` choices
+of ``content`` with ``token_ids``, ``prompt_token_ids`` and logprobs (as vLLM does when asked),
+then the mode spoils it:
 
 ``ok``               a well-formed reply
 ``gzip_bomb``        ``Content-Encoding: gzip``; the JSON decodes to about ``bomb_bytes``
@@ -205,7 +206,7 @@ class HostileServer:
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             await self._send(writer, 200, json.dumps(data).encode())
             return
-        if method != "POST" or path not in ("/v1/chat/completions", "/elsewhere"):
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions", "/elsewhere"):
             await self._send(writer, 404, b'{"error": {"message": "not found"}}')
             return
         mode = self.mode
@@ -213,7 +214,7 @@ class HostileServer:
             await self._drip(writer)
         if mode == "endless":
             await self._endless(writer)
-        reply = self.chat_reply(body)
+        reply = self.chat_reply(body, completions=path == "/v1/completions")
         if mode == "gzip_bomb":
             text = json.dumps(reply).encode()
             cut = text.index(b'"choices"')
@@ -230,8 +231,9 @@ class HostileServer:
             return
         await self._send(writer, 200, encoded)
 
-    def chat_reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The reply to a chat request, spoiled as ``mode`` says (not the transport attacks)."""
+    def chat_reply(self, body: dict[str, Any], completions: bool = False) -> dict[str, Any]:
+        """The reply to a chat (or with ``completions``, a completions) request, spoiled as ``mode``
+        says (not the transport attacks)."""
         n = body.get("n") if isinstance(body.get("n"), int) else 1
         mode = self.mode
         text = "x" * self.huge_bytes + "\n" + self.content if mode == "huge" else self.content
@@ -249,15 +251,21 @@ class HostileServer:
                 for t, lp in zip(token_ids, logprobs)
             ]
             content: Any = [{"type": "text", "text": text}] if mode == "content_list" else text
-            choices.append(
-                {
-                    "index": 0 if mode == "dup_index" else j,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": self.finish_reason if mode == "finish_reason" else "stop",
-                    "logprobs": {"content": entries},
-                    "token_ids": token_ids,
+            choice: dict[str, Any] = {
+                "index": 0 if mode == "dup_index" else j,
+                "finish_reason": self.finish_reason if mode == "finish_reason" else "stop",
+                "token_ids": token_ids,
+            }
+            if completions:
+                choice["text"] = content
+                choice["logprobs"] = {
+                    "tokens": [f"token_id:{t}" for t in token_ids],
+                    "token_logprobs": logprobs,
                 }
-            )
+            else:
+                choice["message"] = {"role": "assistant", "content": content}
+                choice["logprobs"] = {"content": entries}
+            choices.append(choice)
         prompt_ids: list[Any] = [11, 12, 13, 14]
         if mode == "bad_prompt_ids":
             prompt_ids[2] = self.bad_value
