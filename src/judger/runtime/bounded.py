@@ -166,9 +166,9 @@ async def bounded_request(
     followed (a 3xx comes back as it is, and ``ok`` is False).
     """
     sent_headers = {"accept-encoding": ACCEPT_ENCODING, **(headers or {})}
-    # one deadline over connect, send, headers and every body read; httpx's own timeout stays
-    # as the per-read bound, no longer than the whole
-    async with asyncio.timeout(deadline):
+
+    async def exchange() -> BoundedReply:
+        # httpx's own timeout stays as the per-read bound, no longer than the whole
         request = client.build_request(
             method, url, json=json, headers=sent_headers, timeout=httpx.Timeout(max(deadline, 0.001))
         )
@@ -179,4 +179,10 @@ async def bounded_request(
             content, truncated = await read_body(response, limit, truncate=not ok)
         finally:
             await response.aclose()
-    return BoundedReply(response.status_code, response.headers, content, truncated)
+        return BoundedReply(response.status_code, response.headers, content, truncated)
+
+    # one deadline over connect, send, headers and every body read
+    try:
+        return await asyncio.wait_for(exchange(), max(deadline, 0.001))
+    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+        raise TimeoutError(f"{method} {url}: no whole reply within {deadline:.3g} s") from None

@@ -151,7 +151,7 @@ class HostileServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
@@ -166,7 +166,7 @@ class HostileServer:
         except (asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             writer.close()
 
     async def _send(
@@ -234,7 +234,8 @@ class HostileServer:
     def chat_reply(self, body: dict[str, Any], completions: bool = False) -> dict[str, Any]:
         """The reply to a chat (or with ``completions``, a completions) request, spoiled as ``mode``
         says (not the transport attacks)."""
-        n = body.get("n") if isinstance(body.get("n"), int) else 1
+        asked = body.get("n")
+        n = asked if isinstance(asked, int) and asked >= 1 else 1
         mode = self.mode
         text = "x" * self.huge_bytes + "\n" + self.content if mode == "huge" else self.content
         ids = [ord(c) % 50000 for c in text[:4096]] if mode != "huge" else [120] * 16

@@ -484,7 +484,7 @@ class RolloutController:
                         deadline=timeout,
                         max_bytes=self.config.max_reply_bytes,
                     )
-                    reply = await resp.json() if resp.ok else None
+                    reply: Any = await resp.json() if resp.ok else None
                 except (httpx.ConnectError, ConnectionRefusedError) as exc:
                     last = f"{server.url}: {type(exc).__name__}: {exc}"
                     server.failures += 1
@@ -498,7 +498,11 @@ class RolloutController:
                 else:
                     if resp.ok:
                         server.consecutive_failures = 0
-                        return reply  # type: ignore[no-any-return]
+                        if not isinstance(reply, dict):
+                            raise GenerationError(
+                                f"{server.url}: the reply is a {type(reply).__name__}, not an object"
+                            )
+                        return reply
                     last = f"{server.url}: HTTP {resp.status_code}: {resp.head()!r}"
                     if resp.status_code not in RETRY_STATUS:
                         # a redirect too: it is never followed, and never taken for an answer
