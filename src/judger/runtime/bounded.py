@@ -82,6 +82,10 @@ class _Decoder:
             raise ReplyError(f"unsupported Content-Encoding {encoding!r} (we accept {ACCEPT_ENCODING})")
         self._first = True
 
+    @property
+    def compressed(self) -> bool:
+        return self._zlib is not None
+
     def steps(self, data: bytes) -> Any:
         """Yield the decoded pieces of ``data``, each at most DECODE_STEP bytes."""
         if self._zlib is None:
@@ -136,7 +140,8 @@ async def read_body(
                 if truncate:
                     return b"".join(parts)[:max_bytes], True
                 raise ReplyTooLarge(f"reply decodes to over the cap of {max_bytes} bytes")
-            await asyncio.sleep(0)  # a long run of decompression steps must not starve the loop
+            if decoder.compressed:
+                await asyncio.sleep(0)  # a long run of decompression steps must not starve the loop
         if wire > max_bytes:  # truncating: enough has been read
             return b"".join(parts)[:max_bytes], True
     tail = decoder.finish()
