@@ -63,7 +63,9 @@ async def test_a_gzip_bomb_stops_at_the_decoded_cap_with_the_loop_free(hostile: 
     finally:
         tick.cancel()
     assert rss.growth < 200 * MiB
-    assert max(gaps) < 0.5, max(gaps)  # decompression runs in steps: the event loop (and its deadlines) keep running
+    assert max(gaps) < 0.5, max(
+        gaps
+    )  # decompression runs in steps: the event loop (and its deadlines) keep running
 
 
 async def test_an_endless_body_stops_at_the_wire_cap(hostile: HostileServer) -> None:
