@@ -266,7 +266,7 @@ async def test_the_agent_loops_url_generator_fails_what_it_cannot_train_on(
     hostile.finish_reason = bad
     hostile.bomb_bytes = 96 * MiB  # over HttpClient's default cap of 64 MiB
     loop = SingleTurnAgentLoop(
-        SingleTurnAgentLoopConfig(model=POLICY, group_size=2, request_timeout=2.0), hostile.url
+        SingleTurnAgentLoopConfig(model=POLICY, group_size=2, request_timeout=10.0), hostile.url
     )
     try:
         states = await asyncio.wait_for(loop.generate_group(group(1)[0]), 15)

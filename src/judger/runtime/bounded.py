@@ -42,7 +42,7 @@ class BoundedReply:
 
     status_code: int
     headers: httpx.Headers
-    content: bytes
+    content: bytes | bytearray
     truncated: bool = False  # only error bodies are cut (see ERROR_BODY_BYTES), never a 2xx body
 
     @property
@@ -61,7 +61,7 @@ class BoundedReply:
         return _loads(self.content)
 
 
-def _loads(content: bytes) -> Any:
+def _loads(content: bytes | bytearray) -> Any:
     try:
         return json.loads(content)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -113,7 +113,7 @@ class _Decoder:
 
 async def read_body(
     response: httpx.Response, max_bytes: int, *, truncate: bool = False
-) -> tuple[bytes, bool]:
+) -> tuple[bytes | bytearray, bool]:
     """The decoded body of a streamed ``response``, at most ``max_bytes`` on the wire and decoded.
 
     Over the cap: ReplyTooLarge, or with ``truncate`` the first ``max_bytes`` and True.
@@ -127,31 +127,29 @@ async def read_body(
     if len(encodings) > 1:
         raise ReplyError(f"stacked Content-Encoding {encodings} refused")
     decoder = _Decoder(encodings[0] if encodings else "")
-    parts: list[bytes] = []
-    wire = size = 0
+    # one growing buffer, not a list of parts joined at the end: the join would hold the body twice
+    body = bytearray()
+    wire = 0
     async for chunk in response.aiter_raw():
         wire += len(chunk)
         if wire > max_bytes and not truncate:
             raise ReplyTooLarge(f"reply is over the cap of {max_bytes} bytes on the wire")
         for piece in decoder.steps(chunk):
-            size += len(piece)
-            parts.append(piece)
-            if size > max_bytes:
+            body += piece
+            if len(body) > max_bytes:
                 if truncate:
-                    return b"".join(parts)[:max_bytes], True
+                    return bytes(body[:max_bytes]), True
                 raise ReplyTooLarge(f"reply decodes to over the cap of {max_bytes} bytes")
             if decoder.compressed:
                 await asyncio.sleep(0)  # a long run of decompression steps must not starve the loop
         if wire > max_bytes:  # truncating: enough has been read
-            return b"".join(parts)[:max_bytes], True
-    tail = decoder.finish()
-    size += len(tail)
-    parts.append(tail)
-    if size > max_bytes:
+            return bytes(body[:max_bytes]), True
+    body += decoder.finish()
+    if len(body) > max_bytes:
         if truncate:
-            return b"".join(parts)[:max_bytes], True
+            return bytes(body[:max_bytes]), True
         raise ReplyTooLarge(f"reply decodes to over the cap of {max_bytes} bytes")
-    return b"".join(parts), False
+    return body, False
 
 
 async def bounded_request(

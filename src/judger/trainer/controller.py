@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
-from judger.runtime.bounded import BoundedReply, ReplyError, bounded_request
+from judger.runtime.bounded import BoundedReply, ReplyError, ReplyTooLarge, bounded_request
 from judger.runtime.http import RETRY_STATUS, backoff_delay
 from judger.trainer.sample_params import SampleParams, as_sample_params
 from judger.trainer.validation import fail_invalid, generation_problem
@@ -494,6 +494,8 @@ class RolloutController:
                     await self._failed(server, last)
                 except (httpx.TransportError, OSError, ReplyError) as exc:
                     last = f"{server.url}: {type(exc).__name__}: {exc}".rstrip(": ")
+                    if isinstance(exc, ReplyTooLarge):
+                        last += " (raise max_reply_bytes, or ask fewer samples per request: sample_params.n)"
                     await self._failed(server, last)
                 else:
                     if resp.ok:
