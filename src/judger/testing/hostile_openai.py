@@ -97,7 +97,7 @@ class HostileServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
-        self._bombs: dict[int, bytes] = {}
+        self._bombs: dict[tuple[int, int], bytes] = {}
 
     @property
     def url(self) -> str:
@@ -216,13 +216,7 @@ class HostileServer:
             await self._endless(writer)
         reply = self.chat_reply(body, completions=path == "/v1/completions")
         if mode == "gzip_bomb":
-            text = json.dumps(reply).encode()
-            cut = text.index(b'"choices"')
-            packed = self._bombs.get(self.bomb_bytes)
-            if packed is None:
-                # whitespace inside the JSON object: the bomb decodes to a valid reply
-                packed = gzip_bomb(text[:cut], self.bomb_bytes, text[cut:])
-                self._bombs[self.bomb_bytes] = packed
+            packed = self.bomb(body.get("n") if isinstance(body.get("n"), int) else 1)
             await self._send(writer, 200, packed, {"content-encoding": "gzip"})
             return
         encoded = json.dumps(reply).encode()
@@ -230,6 +224,16 @@ class HostileServer:
             await self._send(writer, 302, encoded, {"location": f"{self.url}/elsewhere"})
             return
         await self._send(writer, 200, encoded)
+
+    def bomb(self, n: int = 1) -> bytes:
+        """The gzip bomb answering a chat request for ``n`` choices (made once per size and ``n``):
+        whitespace inside the JSON object, so that it decodes to a valid reply."""
+        key = (self.bomb_bytes, n)
+        if key not in self._bombs:
+            text = json.dumps(self.chat_reply({"n": n})).encode()
+            cut = text.index(b'"choices"')
+            self._bombs[key] = gzip_bomb(text[:cut], self.bomb_bytes, text[cut:])
+        return self._bombs[key]
 
     def chat_reply(self, body: dict[str, Any], completions: bool = False) -> dict[str, Any]:
         """The reply to a chat (or with ``completions``, a completions) request, spoiled as ``mode``
