@@ -79,7 +79,6 @@ def test_skipped_groups_are_counted_by_reason(caplog: pytest.LogCaptureFixture) 
         (sample("high"), "must be a finite number"),
         (sample(float("nan")), "must be a finite number"),
         (sample(True), "must be a finite number"),
-        (sample(1.0, logprobs=[-0.1]), "1 logprobs for 3 response_ids"),
         (sample(1.0, response_mask=[1, 1]), "response_mask has 2 entries"),
         (sample(1.0, prompt_ids=None), "prompt_ids is empty"),
     ],
@@ -112,3 +111,33 @@ def test_grpo_matches_formula() -> None:
     scores = np.array([1.0, -1.0, 1.0, 1.0])
     expected = (scores - scores.mean()) / (scores.std(ddof=1) + 1e-8)
     assert grpo_advantages(scores) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"response_ids": [7, "garbage", 9]}, "response_ids holds 'garbage'"),
+        ({"response_ids": [7, None, 9]}, "response_ids holds None"),
+        ({"response_ids": [7, True, 9]}, "response_ids holds True"),
+        ({"response_ids": [7, 3.5, 9]}, "response_ids holds 3.5"),
+        ({"response_ids": [7, -7, 9]}, "negative id (-7)"),
+        ({"response_ids": [7, 2**63 + 5, 9]}, "beyond 64 bits"),
+        ({"response_ids": [7, 200_000, 9]}, "id 200000, not below the vocabulary size 151643"),
+        ({"prompt_ids": [101, "x", 103]}, "prompt_ids holds 'x'"),
+        ({"logprobs": [-0.1, float("nan"), -0.3]}, "non-finite"),
+        ({"logprobs": [-0.1, 0.5, -0.3]}, "positive value (0.5)"),
+        ({"logprobs": [-0.1]}, "1 logprobs for 3 response tokens"),
+        ({"response": "ok \ud800"}, "not encodable as UTF-8"),
+        ({"response": "ok\x00"}, "NUL"),
+    ],
+)
+def test_invalid_generations_fail_the_sample_and_skip_the_group(fields: dict[str, Any], problem: str) -> None:
+    bad = sample(1.0, **fields)
+    good = [sample(1.0), sample(0.0)]
+    data = prepare_train_data([good, [sample(0.0), bad]], vocab_size=151_643)
+    assert [t.state for t in data.samples] == good
+    assert data.skipped == {"invalid": 1}
+    assert bad.status is Status.FAILED and bad.reward is None
+    assert bad.error_msg is not None and problem in bad.error_msg
+    assert bad.response_ids is None and bad.logprobs is None
+    assert bad.response is None or bad.response.encode("utf-8")  # a sink can write it

@@ -83,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--request-timeout", type=float, default=600.0, metavar="S", help="seconds per attempt"
     )
     parser.add_argument("--max-retries", type=int, default=5, metavar="R")
+    parser.add_argument(
+        "--max-reply-bytes", type=int, metavar="B", help="bytes one server reply may take (default 128 MiB)"
+    )
+    parser.add_argument(
+        "--models-timeout", type=float, metavar="S", help="seconds for GET /v1/models in all (default 10)"
+    )
     parser.add_argument("--workers", type=int, metavar="N", help="judging parallelism, as for `judger score`")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -175,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             max_concurrency=max(args.concurrency, 1),
             request_timeout=args.request_timeout,
             max_retries=args.max_retries,
+            **{k: v for k in ("max_reply_bytes", "models_timeout") if (v := getattr(args, k)) is not None},
         )
         loop_cfg = SingleTurnAgentLoopConfig(sample_params=_sample_params(args))
     except (InputError, ValueError) as exc:

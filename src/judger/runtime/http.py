@@ -1,19 +1,21 @@
 """One pooled HTTP client with retries: exponential backoff with full jitter.
 
 Used by URL reward handlers and LLM verifiers. Connection errors, 5xx and 429 are retried (429 and
-503 honour ``Retry-After``); other 4xx are the caller's fault and are not.
+503 honour ``Retry-After``); other 4xx are the caller's fault and are not. Every attempt runs under
+one total deadline (``timeout``) and reads at most ``max_reply_bytes`` (see
+:mod:`judger.runtime.bounded`); a redirect is refused, never followed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from typing import Any
 
 import httpx
 
 from judger.core.errors import HandlerHTTPError, HandlerHTTPTimeout
+from judger.runtime.bounded import DEFAULT_MAX_REPLY_BYTES, ReplyError, bounded_request
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -44,10 +46,14 @@ class HttpClient:
         backoff_cap: float = 5.0,
         max_connections: int = 256,
         headers: dict[str, str] | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
         self.timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -72,24 +78,31 @@ class HttpClient:
         for attempt in range(self.max_retries + 1):
             retry_after = None
             try:
-                resp = await self.client().request(method, url, json=payload)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                # A read timeout means the server took the request and is slow; resending it only
-                # adds load, so give up at once. Connection-level failures are retried.
-                if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+                resp = await bounded_request(
+                    self.client(),
+                    method,
+                    url,
+                    json=payload,
+                    deadline=self.timeout,
+                    max_bytes=self.max_reply_bytes,
+                )
+            except (httpx.TransportError, httpx.TimeoutException, TimeoutError) as exc:
+                # A timeout means the server took the request and is slow; resending it only adds
+                # load, so give up at once. Connection-level failures are retried.
+                if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout, TimeoutError)):
                     raise HandlerHTTPTimeout(
                         f"{method} {url}: timeout after {self.timeout:g} s ({type(exc).__name__})"
                     ) from exc
                 last = f"{type(exc).__name__}: {exc}"
+            except ReplyError as exc:
+                raise HandlerHTTPError(f"{method} {url}: {exc}") from None
             else:
-                if resp.status_code < 400:
+                if resp.ok:
                     try:
-                        return resp.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        raise HandlerHTTPError(
-                            f"{method} {url}: reply is not valid JSON: {resp.text[:200]!r}"
-                        ) from exc
-                last = f"HTTP {resp.status_code}: {resp.text[:200]!r}"
+                        return await resp.json()
+                    except ReplyError as exc:
+                        raise HandlerHTTPError(f"{method} {url}: {exc}: {resp.head()!r}") from None
+                last = f"HTTP {resp.status_code}: {resp.head()!r}"
                 if resp.status_code not in RETRY_STATUS:
                     raise HandlerHTTPError(f"{method} {url} failed with {last} (not retried)")
                 retry_after = resp.headers.get("retry-after")

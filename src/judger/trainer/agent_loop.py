@@ -35,6 +35,7 @@ from judger.runtime.http import HttpClient
 from judger.trainer.controller import RolloutController
 from judger.trainer.sample_params import SampleParams, as_sample_params
 from judger.trainer.tokenizer import load_tokenizer
+from judger.trainer.validation import generation_problem
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
 
@@ -238,9 +239,14 @@ class OpenAICompletionsGenerator:
         logprobs = (choice.get("logprobs") or {}).get("token_logprobs") if self.logprobs else None
         if ids is None and self.tokenize is not None:
             ids = self.tokenize(text)
+        if logprobs is not None and ids is not None and len(logprobs) != len(ids):
+            logprobs = None
+        problem = generation_problem(text, None, ids, logprobs)
+        if problem is not None:  # never coerced: int("7"), int(True) or int(3.5) would hide it
+            raise ValueError(f"{self.base_url}/v1/completions: invalid generation: {problem}")
         if ids is not None:
-            out["response_ids"] = [int(t) for t in ids]
-        if logprobs is not None and (ids is None or len(logprobs) == len(ids)):
+            out["response_ids"] = list(ids)
+        if logprobs is not None:
             out["logprobs"] = [float(x) for x in logprobs]
         if state.prompt_ids is None and self.tokenize is not None:
             out["prompt_ids"] = self.tokenize(prompt)
@@ -315,6 +321,7 @@ class SingleTurnAgentLoop:
         except Exception as exc:
             state.status = Status.FAILED
             state.error_msg = f"{type(exc).__name__}: {exc}"
+            state.extra_fields["generation_failure"] = state.error_msg
             return state
         if isinstance(result, RolloutState) and result is not state:
             state.__dict__.update(result.__dict__)
@@ -333,6 +340,7 @@ class SingleTurnAgentLoop:
             state.status = Status.from_finish_reason(state.finish_reason)
             if state.status == Status.FAILED and state.error_msg is None:
                 state.error_msg = f"generation ended with finish_reason={state.finish_reason!r}"
+                state.extra_fields["generation_failure"] = state.error_msg
         return state
 
     def _copies(self, prompt: RolloutState | Sequence[RolloutState]) -> list[RolloutState]:

@@ -11,28 +11,34 @@ How requests are spread and kept alive:
 - **least outstanding requests**: each request goes to the healthy server with the fewest requests
   in flight (ties: the least used);
 - **bounded concurrency**: at most ``max_concurrency`` requests in flight over all servers;
-- **deadlines**: one attempt is bounded by ``request_timeout``, a request with its retries by
-  ``deadline`` (counted from when it may go, not while it waits for a slot); a request past its
-  deadline leaves its samples FAILED with the reason;
+- **deadlines**: one attempt is bounded by ``request_timeout`` in all (connect, headers and body,
+  not per read), a request with its retries by ``deadline`` (counted from when it may go, not while
+  it waits for a slot); a request past its deadline leaves its samples FAILED with the reason;
+- **bounded replies**: a reply may take ``max_reply_bytes`` on the wire and decoded (a gzip bomb or
+  an endless body fails the attempt at the cap; see :mod:`judger.runtime.bounded`); only a 2xx is an
+  answer, a redirect is refused and never followed;
 - **retries with backoff** (full jitter, ``Retry-After`` honoured) on connection errors, dropped
   connections, timeouts, 429 and 5xx, on another server when there is one; other 4xx are the
   caller's fault and fail at once;
 - **a server that goes away is taken out**: a refused connection at once, other failures after
   ``max_consecutive_failures`` in a row; a background probe (``GET /v1/models`` every
-  ``probe_interval`` seconds) puts it back when it answers. When every server is out, requests
-  wait for one to come back (within their deadline).
+  ``probe_interval`` seconds, all servers out probed at once, each within ``models_timeout``) puts
+  it back when it answers. When every server is out, requests wait for one to come back (within
+  their deadline). The model lookup asks every server at once, each within ``models_timeout``.
 
 ``finish_reason`` maps to ``Status`` as XTuner does (stop / length / tool_calls -> COMPLETED,
-abort -> ABORTED, anything else -> FAILED); a ``length`` finish also sets
-``extra_fields["truncated"] = True``. Token ids come from ``token_ids`` (vLLM's
-``return_token_ids``) or from logprob tokens written ``"token_id:N"`` (``return_tokens_as_token_ids``);
-logprobs are kept only when there is one per response token.
+abort -> ABORTED, anything else -> FAILED, with ``extra_fields["generation_failure"]``); a
+``length`` finish also sets ``extra_fields["truncated"] = True``. Token ids come from ``token_ids``
+(vLLM's ``return_token_ids``) or from logprob tokens written ``"token_id:N"``
+(``return_tokens_as_token_ids``). A reply's choices must carry the indexes 0..n-1 once each. Every
+choice is checked before it reaches a sample (:mod:`judger.trainer.validation`: ids are ints in the
+vocabulary, logprobs finite and <= 0 and one per token, text a string encodable as UTF-8); a choice
+that fails leaves its sample FAILED with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -44,12 +50,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
+from judger.runtime.bounded import BoundedReply, ReplyError, ReplyTooLarge, bounded_request
 from judger.runtime.http import RETRY_STATUS, backoff_delay
 from judger.trainer.sample_params import SampleParams, as_sample_params
+from judger.trainer.validation import fail_invalid, generation_problem
 
 logger = logging.getLogger(__name__)
 
 Endpoint = Literal["chat", "completions"]
+
+DEFAULT_MAX_REPLY_BYTES = 128 * 2**20  # a group of 16 x 32k tokens with vLLM's logprob entries
 
 
 class RolloutControllerConfig(BaseModel):
@@ -75,6 +85,17 @@ class RolloutControllerConfig(BaseModel):
     logprobs: bool = Field(True, description="ask for token ids and logprobs")
     return_token_ids: bool = Field(
         True, description="send vLLM's return_token_ids / return_tokens_as_token_ids (off for strict OpenAI)"
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        description="bytes one reply may take, on the wire and decoded; a larger one fails the attempt",
+    )
+    models_timeout: float = Field(
+        10.0, gt=0, description="seconds in all for one GET /v1/models (the model lookup, each probe)"
+    )
+    vocab_size: int | None = Field(
+        None, ge=1, description="token ids must be below it; None: below 2**31 - 1"
     )
 
     @field_validator("base_urls")
@@ -133,23 +154,12 @@ def _token_id(token: Any) -> int | None:
     return None
 
 
-def _spot_checked(values: Any, kinds: tuple[type, ...]) -> list[Any] | None:
-    """``values`` if it is a list whose ends are of ``kinds`` (not bool), else None.
-
-    Decoded JSON gives ints and floats already; checking every token of a long response would cost
-    more than the rest of the sample's handling (RolloutState checks its token lists the same way).
-    """
-    if not isinstance(values, list):
-        return None
-    for item in (values[0], values[-1]) if values else ():
-        if isinstance(item, bool) or not isinstance(item, kinds):
-            return None
-    return values
-
-
 def parse_choice(choice: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
-    """``response``, ``finish_reason``, ``response_ids``, ``logprobs`` of one choice (those present)."""
-    ids = _spot_checked(choice.get("token_ids"), (int,))
+    """``response``, ``finish_reason``, ``response_ids``, ``logprobs``, ``prompt_ids`` of one choice
+    (those present), as the server sent them; ``invalid`` says why they cannot be used, if so."""
+    if not isinstance(choice, dict):
+        raise GenerationError(f"a choice is a {type(choice).__name__}, not an object")
+    ids = choice.get("token_ids")
     if endpoint == "chat":
         text = (choice.get("message") or {}).get("content")
         entries = (choice.get("logprobs") or {}).get("content") or None
@@ -161,7 +171,8 @@ def parse_choice(choice: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
         logprobs = lp.get("token_logprobs")
         tokens = lp.get("tokens") if ids is None else None
     out: dict[str, Any] = {
-        "response": text if isinstance(text, str) else "",
+        # None is a reply with no text (a tool call); any other non-string is refused below
+        "response": "" if text is None else text,
         "finish_reason": choice.get("finish_reason"),
     }
     if ids is None and tokens:
@@ -170,17 +181,30 @@ def parse_choice(choice: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
             ids = parsed
     if ids is not None:
         out["response_ids"] = ids
-    logprobs = _spot_checked(logprobs, (int, float))
-    if logprobs is not None and (ids is None or len(logprobs) == len(ids)):
+    if logprobs is not None:
         out["logprobs"] = logprobs
-    prompt_ids = _spot_checked(choice.get("prompt_token_ids"), (int,))
+    prompt_ids = choice.get("prompt_token_ids")
     if prompt_ids is not None:
         out["prompt_ids"] = prompt_ids
     return out
 
 
+def choice_problem(fields: dict[str, Any], vocab_size: int | None = None) -> str | None:
+    """Why a parsed choice cannot become a sample (see :mod:`judger.trainer.validation`), or None."""
+    response = fields["response"]
+    if not isinstance(response, str):
+        return f"the reply's text is a {type(response).__name__}, not a string"
+    finish = fields["finish_reason"]
+    if finish is not None and not isinstance(finish, str):
+        return f"finish_reason is a {type(finish).__name__}, not a string"
+    return generation_problem(
+        response, fields.get("prompt_ids"), fields.get("response_ids"), fields.get("logprobs"), vocab_size
+    )
+
+
 def apply_generation(state: RolloutState, fields: dict[str, Any]) -> None:
-    """Write one parsed choice on ``state`` and set its status from the finish reason."""
+    """Write one parsed (and checked: :func:`choice_problem`) choice on ``state`` and set its status
+    from the finish reason."""
     state.response = fields["response"]
     state.finish_reason = fields["finish_reason"]
     if "response_ids" in fields:
@@ -194,6 +218,8 @@ def apply_generation(state: RolloutState, fields: dict[str, Any]) -> None:
         state.extra_fields["truncated"] = True
     if state.status == Status.FAILED:
         state.error_msg = f"generation ended with finish_reason={state.finish_reason!r}"
+        # counted as a generation failure by reports and exit codes, like a failed request
+        state.extra_fields["generation_failure"] = state.error_msg
 
 
 def _fail(state: RolloutState, message: str) -> None:
@@ -281,34 +307,75 @@ class RolloutController:
 
     async def resolve_model(self) -> str:
         """The served model name: ``config.model`` / the given model, checked against ``/v1/models``
-        of the first server that answers, or the first model listed there."""
+        of the first server that answers, or the first model listed there.
+
+        Every server is asked at once, each within ``models_timeout``: one that stalls cannot hold
+        the lookup past that, nor keep the others from answering.
+        """
         self._bind()
         assert self._model_lock is not None
         async with self._model_lock:
             if self._model_checked and self.model is not None:
                 return self.model
-            errors = []
-            for server in self.servers:
-                try:
-                    resp = await self._clients[server.url].get(f"{server.url}/v1/models", timeout=10.0)
-                    listed = [str(m["id"]) for m in resp.json()["data"]]
-                except Exception as exc:
-                    errors.append(f"{server.url}: {type(exc).__name__}: {exc}")
-                    continue
-                if self.model is None:
-                    if not listed:
-                        raise GenerationError(f"{server.url}/v1/models lists no model; set model=")
-                    self.model = listed[0]
-                elif listed and self.model not in listed:
-                    raise GenerationError(
-                        f"{server.url} serves {listed}, not model {self.model!r}: set "
-                        "RolloutControllerConfig.model (or hf_checkpoint) to the served name"
-                    )
-                self._model_checked = True
-                return self.model
-            if self.model is not None:
-                return self.model  # no server answers yet; requests will wait for one
-            raise GenerationError(f"no server lists its models: {'; '.join(errors)}")
+            errors: list[str] = []
+            lookups = {asyncio.ensure_future(self._list_models(s)): s for s in self.servers}
+            listed: list[str] | None = None
+            try:
+                for next_done in asyncio.as_completed(lookups):
+                    try:
+                        listed, server = await next_done
+                    except GenerationError as exc:
+                        errors.append(str(exc))
+                        continue
+                    break
+            finally:
+                for task in lookups:
+                    task.cancel()
+                await asyncio.gather(*lookups, return_exceptions=True)
+            if listed is None:
+                if self.model is not None:
+                    return self.model  # no server answers yet; requests will wait for one
+                raise GenerationError(f"no server lists its models: {'; '.join(errors)}")
+            if self.model is None:
+                if not listed:
+                    raise GenerationError(f"{server.url}/v1/models lists no model; set model=")
+                self.model = listed[0]
+            elif listed and self.model not in listed:
+                raise GenerationError(
+                    f"{server.url} serves {listed}, not model {self.model!r}: set "
+                    "RolloutControllerConfig.model (or hf_checkpoint) to the served name"
+                )
+            self._model_checked = True
+            return self.model
+
+    async def _get_models(self, server: ServerState) -> BoundedReply:
+        """``GET /v1/models`` within ``models_timeout`` in all, its body within ``max_reply_bytes``."""
+        return await bounded_request(
+            self._clients[server.url],
+            "GET",
+            f"{server.url}/v1/models",
+            deadline=self.config.models_timeout,
+            max_bytes=self.config.max_reply_bytes,
+        )
+
+    async def _list_models(self, server: ServerState) -> tuple[list[str], ServerState]:
+        try:
+            resp = await self._get_models(server)
+            if not resp.ok:
+                raise GenerationError(f"HTTP {resp.status_code}: {resp.head()!r}")
+            data = (await resp.json())["data"]
+            listed = [m["id"] for m in data]
+        except GenerationError as exc:
+            raise GenerationError(f"{server.url}: {exc}") from None
+        except TimeoutError:
+            raise GenerationError(
+                f"{server.url}: /v1/models did not answer within {self.config.models_timeout:g} s"
+            ) from None
+        except Exception as exc:
+            raise GenerationError(f"{server.url}: {type(exc).__name__}: {exc}") from None
+        if not all(isinstance(m, str) for m in listed):
+            raise GenerationError(f"{server.url}: /v1/models lists ids that are not names")
+        return listed, server
 
     # --- choosing a server ------------------------------------------------------------------------
 
@@ -358,18 +425,20 @@ class RolloutController:
     async def _probe_loop(self) -> None:
         while any(not s.healthy for s in self.servers):
             await asyncio.sleep(self.config.probe_interval)
-            for server in [s for s in self.servers if not s.healthy]:
-                try:
-                    resp = await self._clients[server.url].get(
-                        f"{server.url}/v1/models", timeout=min(5.0, self.config.request_timeout)
-                    )
-                except (httpx.HTTPError, OSError):
-                    continue
-                if resp.status_code < 500:
-                    server.healthy = True
-                    server.consecutive_failures = 0
-                    logger.warning("rollout server %s is back", server.url)
-                    await self._notify()
+            # all at once, each within its own deadline: one stalled server cannot keep the
+            # others from being probed back
+            await asyncio.gather(*(self._probe_one(s) for s in self.servers if not s.healthy))
+
+    async def _probe_one(self, server: ServerState) -> None:
+        try:
+            resp = await self._get_models(server)
+        except (httpx.HTTPError, OSError, TimeoutError, ReplyError):
+            return
+        if resp.ok and not server.healthy:
+            server.healthy = True
+            server.consecutive_failures = 0
+            logger.warning("rollout server %s is back", server.url)
+            await self._notify()
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -407,34 +476,42 @@ class RolloutController:
                 retry_after: str | None = None
                 try:
                     timeout = min(self.config.request_timeout, max(0.001, until - time.monotonic()))
-                    resp = await asyncio.wait_for(
-                        self._clients[server.url].post(server.url + path, json=body, timeout=timeout),
-                        timeout + 1.0,
+                    resp = await bounded_request(
+                        self._clients[server.url],
+                        "POST",
+                        server.url + path,
+                        json=body,
+                        deadline=timeout,
+                        max_bytes=self.config.max_reply_bytes,
                     )
+                    reply: Any = await resp.json() if resp.ok else None
                 except (httpx.ConnectError, ConnectionRefusedError) as exc:
                     last = f"{server.url}: {type(exc).__name__}: {exc}"
                     server.failures += 1
                     await self._take_out(server, last)
-                except (httpx.TransportError, asyncio.TimeoutError, OSError) as exc:
+                except TimeoutError:
+                    last = f"{server.url}: no whole reply within {timeout:.3g} s (total deadline)"
+                    await self._failed(server, last)
+                except (httpx.TransportError, OSError, ReplyError) as exc:
                     last = f"{server.url}: {type(exc).__name__}: {exc}".rstrip(": ")
+                    if isinstance(exc, ReplyTooLarge):
+                        last += " (raise max_reply_bytes, or ask fewer samples per request: sample_params.n)"
                     await self._failed(server, last)
                 else:
-                    if resp.status_code < 400:
-                        try:
-                            reply = resp.json()
-                        except (json.JSONDecodeError, UnicodeDecodeError):
-                            last = f"{server.url}: reply is not JSON: {resp.text[:200]!r}"
-                            await self._failed(server, last)
-                        else:
-                            server.consecutive_failures = 0
-                            return reply
-                    else:
-                        last = f"{server.url}: HTTP {resp.status_code}: {resp.text[:200]!r}"
-                        if resp.status_code not in RETRY_STATUS:
-                            raise GenerationError(f"{last} (not retried)")
-                        retry_after = resp.headers.get("retry-after")
-                        if resp.status_code != 429:  # 429 is a busy server, not a sick one
-                            await self._failed(server, last)
+                    if resp.ok:
+                        server.consecutive_failures = 0
+                        if not isinstance(reply, dict):
+                            raise GenerationError(
+                                f"{server.url}: the reply is a {type(reply).__name__}, not an object"
+                            )
+                        return reply
+                    last = f"{server.url}: HTTP {resp.status_code}: {resp.head()!r}"
+                    if resp.status_code not in RETRY_STATUS:
+                        # a redirect too: it is never followed, and never taken for an answer
+                        raise GenerationError(f"{last} (not retried)")
+                    retry_after = resp.headers.get("retry-after")
+                    if resp.status_code != 429:  # 429 is a busy server, not a sick one
+                        await self._failed(server, last)
                 finally:
                     server.outstanding -= 1
                 avoid = server
@@ -491,10 +568,9 @@ class RolloutController:
         body = self._body(chunk[0], params, len(chunk), model)
         try:
             reply = await self.request(body)
-            choices = sorted(reply["choices"], key=lambda c: c.get("index", 0))
-            if len(choices) != len(chunk):
-                raise GenerationError(f"asked for {len(chunk)} choices, the server sent {len(choices)}")
+            choices = _ordered_choices(reply, len(chunk))
             parsed = [parse_choice(c, self.config.endpoint) for c in choices]
+            shared_prompt_ids = reply.get("prompt_token_ids")
         except (GenerationError, KeyError, TypeError, AttributeError) as exc:
             self.stats.failed_requests += 1
             message = f"generation failed: {exc if isinstance(exc, GenerationError) else repr(exc)}"
@@ -504,25 +580,52 @@ class RolloutController:
         finally:
             self.stats.requests += 1
             self.stats.seconds += time.perf_counter() - start
-        prompt_ids = _spot_checked(reply.get("prompt_token_ids"), (int,))
         for state, fields in zip(chunk, parsed):
-            if prompt_ids is not None and "prompt_ids" not in fields:
-                fields["prompt_ids"] = list(prompt_ids)  # each sample owns its lists
+            if shared_prompt_ids is not None and "prompt_ids" not in fields:
+                # each sample owns its lists; anything else is refused by the check below
+                is_list = isinstance(shared_prompt_ids, list)
+                fields["prompt_ids"] = list(shared_prompt_ids) if is_list else shared_prompt_ids
+            problem = choice_problem(fields, self.config.vocab_size)
+            if problem is not None:
+                _fail_choice(state, fields, problem)
+                continue
             apply_generation(state, fields)
             if self.tokenize is not None:
                 if state.response_ids is None:
                     state.response_ids = self.tokenize(state.response or "")
                 if state.prompt_ids is None:
                     state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
-        usage = reply.get("usage") or {}
-        tokens = usage.get("completion_tokens")
-        if not isinstance(tokens, int):
+        usage = reply.get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if type(tokens) is not int or tokens < 0:
             tokens = sum(len(s.response_ids or ()) for s in chunk)
         self.stats.completion_tokens += tokens
         self.stats.samples += len(chunk)
 
     def server_states(self) -> list[dict[str, Any]]:
         return [s.snapshot() for s in self.servers]
+
+
+def _ordered_choices(reply: Any, n: int) -> list[Any]:
+    """The ``n`` choices of ``reply`` by index; each of 0..n-1 must appear exactly once."""
+    choices = reply["choices"]
+    if not isinstance(choices, list):
+        raise GenerationError(f"choices is a {type(choices).__name__}, not a list")
+    if len(choices) != n:
+        raise GenerationError(f"asked for {n} choices, the server sent {len(choices)}")
+    indexes = [c.get("index", i) if isinstance(c, dict) else i for i, c in enumerate(choices)]
+    if any(type(i) is not int for i in indexes) or sorted(indexes) != list(range(n)):
+        raise GenerationError(f"choice indexes {indexes[:16]!r:.200} are not 0..{n - 1} once each")
+    return [c for _, c in sorted(zip(indexes, choices), key=lambda pair: pair[0])]
+
+
+def _fail_choice(state: RolloutState, fields: dict[str, Any], problem: str) -> None:
+    """A choice that failed its checks: the sample is FAILED, keeping only what can be shown."""
+    text = fields.get("response")
+    state.response = text if isinstance(text, str) else None
+    finish = fields.get("finish_reason")
+    state.finish_reason = finish if isinstance(finish, str) else None
+    fail_invalid(state, problem)
 
 
 def _plain_render(messages: Sequence[dict[str, Any]]) -> str:

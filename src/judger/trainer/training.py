@@ -2,8 +2,11 @@
 
 A group is the samples of one prompt. A group with any ABORTED / FILTERED / FAILED sample, or a
 sample with an empty ``response`` or ``response_ids``, is skipped as a whole (its advantages would
-be computed against missing siblings) and counted by reason. Every kept sample must then have a
-numeric ``reward["score"]`` and, when given, ``logprobs`` / ``response_mask`` as long as
+be computed against missing siblings) and counted by reason. So is a group with a sample whose
+generated fields fail :func:`judger.trainer.validation.sample_problem` (token ids that are not ints
+in the vocabulary, logprobs not finite and <= 0 or not one per token, text that cannot be stored):
+that sample is marked FAILED with the reason, and the group counted as ``invalid``. Every kept
+sample must then have a numeric ``reward["score"]`` and, when given, a ``response_mask`` as long as
 ``response_ids``; anything else is a bug upstream and raises, naming the sample.
 
 Layout of one sample (P prompt tokens, R response tokens), shifted for next-token prediction:
@@ -24,6 +27,7 @@ from numbers import Real
 import numpy as np
 
 from judger.core.rollout import RolloutState, Status
+from judger.trainer.validation import fail_invalid, sample_problem
 
 logger = logging.getLogger(__name__)
 
@@ -166,12 +170,15 @@ def _layout(state: RolloutState, advantage: float, where: str) -> TrainSample:
 def prepare_train_data(
     groups: Sequence[Sequence[RolloutState]],
     advantage_estimator: str | AdvantageEstimator = "grpo",
+    *,
+    vocab_size: int | None = None,
 ) -> TrainData:
     """Turn judged groups (one list of samples per prompt) into training samples.
 
     ``advantage_estimator`` is a name in :data:`ADVANTAGE_ESTIMATORS` (``"grpo"``, ``"dr_grpo"``,
     ``"rloo"``) or a function from a group's scores to its advantages. Skipped groups are counted in
     ``TrainData.skipped`` by reason and logged; malformed samples raise ValueError naming them.
+    ``vocab_size`` bounds the token ids (None: below 2**31 - 1).
     """
     if isinstance(advantage_estimator, str):
         try:
@@ -190,6 +197,15 @@ def prepare_train_data(
         reason = skip_reason(group)
         if reason is not None:
             skipped[reason] += 1
+            continue
+        problems = [
+            (i, s, p) for i, s in enumerate(group) if (p := sample_problem(s, vocab_size)) is not None
+        ]
+        if problems:
+            for i, state, problem in problems:
+                logger.warning("%s not trained on: %s", _name(state, g, i), problem)
+                fail_invalid(state, problem)
+            skipped["invalid"] += 1
             continue
         scores = np.array([_score(s, _name(s, g, i)) for i, s in enumerate(group)], dtype=np.float64)
         advantages = np.asarray(estimator(scores), dtype=np.float64)

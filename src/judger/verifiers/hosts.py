@@ -6,13 +6,14 @@ serves all hosts. The retry policy is our own (it changes host and reads status 
 Each request goes to the host with the fewest requests in flight among those not cooling down after
 a failure; a failed attempt (connection error, timeout, 429/5xx, malformed reply) is retried with
 backoff on another host. The model name of each host comes from ``GET /v1/models`` on first use,
-asynchronously and once per host (concurrent first requests share one lookup).
+asynchronously and once per host (concurrent first requests share one lookup). Every request, the
+model lookup included, runs under one total deadline (``timeout``) and reads at most
+``max_reply_bytes`` (see :mod:`judger.runtime.bounded`); a redirect is an error, never followed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 
 from judger.core.errors import HandlerHTTPError, HandlerHTTPTimeout
+from judger.runtime.bounded import DEFAULT_MAX_REPLY_BYTES, BoundedReply, ReplyError, bounded_request
 from judger.runtime.http import RETRY_STATUS, HttpClient, backoff_delay
 
 MODELS_PATH = "/v1/models"
@@ -85,6 +87,7 @@ class ChatHosts:
         backoff_cap: float = 5.0,
         cooldown: float = 1.0,
         max_concurrency: int = 64,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if not hosts:
             raise ValueError(
@@ -100,6 +103,7 @@ class ChatHosts:
         self.backoff_cap = backoff_cap
         self.cooldown = cooldown
         self.max_concurrency = max_concurrency
+        self.max_reply_bytes = max_reply_bytes
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # every request (model lookups included) holds the semaphore: it bounds the connections
         self._pooled = HttpClient(timeout=timeout, max_connections=max_concurrency, headers=headers)
@@ -162,15 +166,32 @@ class ChatHosts:
 
     async def _discover(self, host: HostState) -> str:
         url = host.url + MODELS_PATH
-        resp = await self._http().get(url)
-        if resp.status_code >= 400:
-            raise _AttemptError(f"GET {url}: HTTP {resp.status_code}: {resp.text[:200]!r}", resp)
+        resp = await self._get_reply(url, "GET")
+        if not resp.ok:
+            raise _AttemptError(f"GET {url}: HTTP {resp.status_code}: {resp.head()!r}", resp)
         try:
-            model = resp.json()["data"][0]["id"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise _AttemptError(f"GET {url}: no model id in reply {resp.text[:200]!r}") from exc
-        host.model = str(model)
+            model = (await resp.json())["data"][0]["id"]
+        except (ReplyError, KeyError, IndexError, TypeError) as exc:
+            raise _AttemptError(f"GET {url}: no model id in reply {resp.head()!r}") from exc
+        if not isinstance(model, str) or not model:
+            raise _AttemptError(f"GET {url}: model id {model!r:.80} is not a name")
+        host.model = model
         return host.model
+
+    async def _get_reply(self, url: str, method: str, payload: Any = None) -> BoundedReply:
+        """One request under the total deadline and the size cap; failures as _AttemptError."""
+        try:
+            return await bounded_request(
+                self._http(), method, url, json=payload, deadline=self.timeout, max_bytes=self.max_reply_bytes
+            )
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            raise _AttemptError(
+                f"{url}: timeout after {self.timeout:g} s ({type(exc).__name__})", timed_out=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise _AttemptError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        except ReplyError as exc:
+            raise _AttemptError(f"{method} {url}: {exc}") from exc
 
     # --- requests --------------------------------------------------------------------------------
 
@@ -225,23 +246,19 @@ class ChatHosts:
         self, host: HostState, messages: list[dict[str, Any]], params: dict[str, Any]
     ) -> ChatReply:
         url = host.url + CHAT_PATH
+        model = await self.model_for(host)
+        resp = await self._get_reply(url, "POST", {"model": model, "messages": messages, **params})
+        if not resp.ok:
+            raise _AttemptError(f"POST {url}: HTTP {resp.status_code}: {resp.head()!r}", resp)
         try:
-            model = await self.model_for(host)
-            resp = await self._http().post(url, json={"model": model, "messages": messages, **params})
-        except httpx.TimeoutException as exc:
-            raise _AttemptError(
-                f"{url}: timeout after {self.timeout:g} s ({type(exc).__name__})", timed_out=True
-            ) from exc
-        except httpx.TransportError as exc:
-            raise _AttemptError(f"{url}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code >= 400:
-            raise _AttemptError(f"POST {url}: HTTP {resp.status_code}: {resp.text[:200]!r}", resp)
-        try:
-            body = resp.json()
+            body = await resp.json()
             choice = body["choices"][0]
             text = choice["message"]["content"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as exc:
-            raise _AttemptError(f"POST {url}: malformed chat completion {resp.text[:200]!r}") from exc
+        except (ReplyError, KeyError, IndexError, TypeError) as exc:
+            raise _AttemptError(f"POST {url}: malformed chat completion {resp.head()!r}") from exc
+        if text is not None and not isinstance(text, str):
+            # a list of parts or an object: not a reply we know how to read, never an empty verdict
+            raise _AttemptError(f"POST {url}: message.content is a {type(text).__name__}, not text")
         return ChatReply(
             text=text if isinstance(text, str) else "",
             host=host.url,
@@ -271,7 +288,7 @@ class _AttemptError(Exception):
     """One failed attempt on one host (never escapes ``chat``)."""
 
     def __init__(
-        self, message: str, response: httpx.Response | None = None, *, timed_out: bool = False
+        self, message: str, response: BoundedReply | None = None, *, timed_out: bool = False
     ) -> None:
         super().__init__(message)
         self.response = response

@@ -29,6 +29,7 @@ from judger.verifiers.verdicts import VerdictParseError, VerdictParser, resolve_
 DEFAULT_VERDICT_SCORES: dict[str, float] = {"A": 1.0, "B": -1.0, "C": -1.0}
 DEFAULT_VERDICT_NAMES: dict[str, str] = {"A": "correct", "B": "incorrect", "C": "invalid"}
 SKIPPED = "skipped"
+DEFAULT_GRADER_REPLY_BYTES = 16 * 2**20  # a verdict, or a reasoning grader's few thousand tokens
 
 
 def _text_of(content: Any) -> str:
@@ -84,6 +85,7 @@ class LLMJudger(BatchJudger):
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         dedup: bool = True,
+        max_reply_bytes: int = DEFAULT_GRADER_REPLY_BYTES,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
         self.dedup = dedup
@@ -107,6 +109,7 @@ class LLMJudger(BatchJudger):
             max_retries=max_retries,
             backoff_base=retry_backoff,
             max_concurrency=max_concurrency,
+            max_reply_bytes=max_reply_bytes,
         )
 
     # --- payload contract ------------------------------------------------------------------------
@@ -218,6 +221,11 @@ class LLMVerifierFields(JudgerConfig):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra fields of each chat request")
     skip_score: float = Field(-1.0, description="score of samples not COMPLETED or without a response")
     dedup: bool = Field(True, description="samples with identical grading prompts share one request")
+    max_reply_bytes: int = Field(
+        DEFAULT_GRADER_REPLY_BYTES,
+        ge=1024,
+        description="bytes a grader reply may take, on the wire and decoded; a larger one fails the attempt",
+    )
 
     @model_validator(mode="after")
     def _refuse_handler_options(self) -> LLMVerifierFields:
@@ -261,6 +269,7 @@ class LLMVerifierFields(JudgerConfig):
             "sampling_params": self._sampling(),
             "skip_score": self.skip_score,
             "dedup": self.dedup,
+            "max_reply_bytes": self.max_reply_bytes,
             "on_error": self.on_error,
             "timeout": self.timeout,
             "max_concurrency": self.max_concurrency,
@@ -272,9 +281,11 @@ class LLMJudgerConfig(LLMVerifierFields):
 
     ``prompt_template`` may use ``{question}``, ``{gold_answer}`` (or ``{label}``) and
     ``{response}``. The verdict comes from ``verdict_pattern`` (a regex; its first group, or the
-    whole match, of the last match) or ``verdict_parser`` (a function ``reply -> key | None`` or its
-    import string); with neither, CompassVerifier's A/B/C rules apply. ``verdict_scores`` maps each
-    key to a score, ``verdict_names`` to the verdict recorded in the reward.
+    whole match, of its matches outside ``<think>`` reasoning, which must all agree) or
+    ``verdict_parser`` (a function ``reply -> key | None`` or its import string); with neither,
+    CompassVerifier's A/B/C rules apply (:func:`~judger.verifiers.verdicts.parse_compass_verdict`).
+    ``verdict_scores`` maps each key to a score, ``verdict_names`` to the verdict recorded in the
+    reward.
     """
 
     judger_name: str = "llm_judger"

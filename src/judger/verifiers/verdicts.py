@@ -1,4 +1,5 @@
-"""Reading a grader's reply: which verdict letter it gave, or a clear failure when it gave none."""
+"""Reading a grader's reply: which verdict letter it gave, or a clear failure when it gave none or
+several."""
 
 from __future__ import annotations
 
@@ -7,45 +8,93 @@ from collections.abc import Callable
 
 from judger.core.errors import VerdictParseError as VerdictParseError  # re-exported
 from judger.judgers.handlers import import_object
+from judger.verifiers.prompts import (
+    GOLD_BEGIN,
+    GOLD_END,
+    QUESTION_BEGIN,
+    QUESTION_END,
+    RESPONSE_BEGIN,
+    RESPONSE_END,
+)
 
 VerdictParser = Callable[[str], "str | None"]
 
 _BOXED = re.compile(r"\\boxed\{\s*([A-C])\s*\}")
-_BARE = re.compile(r"\s*[(*\[]*\s*([A-C])\s*[)*\].:]*\s*")
-_FINAL = re.compile(r"Final\s+Judg(?:e)?ment\s*:?\s*[*(\[\s]*([A-C])\b", re.IGNORECASE)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+# where the letter may stand: after "Final Judgment:" (the phrase in any case, the letter in upper
+# case) with the line ending there, going on after punctuation, or naming the verdict; or alone on
+# the reply's last line ("A", "**A**", "(A).", "A: CORRECT"). A letter that starts a sentence is
+# not a verdict ("Final Judgment: a wrong answer, so B" holds none).
+_NAME = r"(CORRECT|INCORRECT|INVALID)\b"
+_DASH = r"[.:\-\u2013\u2014]"
+_FINAL = re.compile(
+    r"(?i:final\s+judge?ment)\s*:?[ \t]*[*(\[ \t]*([A-C])[)*\]]*[ \t]*"
+    rf"(?:$|(?:{_DASH}|[,;])[ \t]*(?:{_NAME})?[^\n]*|{_NAME}[^\n]*)",
+    re.MULTILINE,
+)
+_LINE = re.compile(rf"[ \t]*[*(\[ \t]*([A-C])[)*\]]*[ \t]*(?:{_DASH}?[ \t]*{_NAME}[^\n]*|{_DASH}?[ \t]*)")
+_NAMES = {"CORRECT": "A", "INCORRECT": "B", "INVALID": "C"}
+# the sections of our grading prompt: a grader that echoes them echoes the candidate's own text
+_ECHOES = re.compile(
+    "|".join(
+        f"{re.escape(begin)}.*?(?:{re.escape(end)}|\\Z)"
+        for begin, end in (
+            (QUESTION_BEGIN, QUESTION_END),
+            (GOLD_BEGIN, GOLD_END),
+            (RESPONSE_BEGIN, RESPONSE_END),
+        )
+    ),
+    re.DOTALL,
+)
+
+
+def outside_reasoning(reply: str) -> str:
+    """The part of ``reply`` that is not reasoning: after the last ``</think>``, and before a
+    ``<think>`` left open (its reasoning never ended, so no verdict follows it)."""
+    close = reply.rfind("</think>")
+    text = reply[close + len("</think>") :] if close >= 0 else reply
+    start = text.find("<think>")
+    return text if start < 0 else text[:start]
+
+
+def _verdicts(text: str) -> list[str]:
+    """Every verdict the grammar finds in ``text``; a named one ("A: INCORRECT") that contradicts
+    its letter counts as both."""
+    found = _BOXED.findall(text)
+    for match in _FINAL.finditer(text):
+        found.append(match.group(1))
+        found += [_NAMES[name] for name in match.groups()[1:] if name]
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines:
+        alone = _LINE.fullmatch(lines[-1])
+        if alone is not None:
+            found.append(alone.group(1))
+            found += [_NAMES[name] for name in alone.groups()[1:] if name]
+    return found
 
 
 def parse_compass_verdict(reply: str) -> str | None:
-    """CompassVerifier's rules: the last ``\\boxed{A|B|C}``; else a reply that is just the letter;
-    else the last letter after "Final Judgment:". None when there is no verdict.
+    """CompassVerifier's verdict under a strict grammar, or None when there is none to trust.
 
-    A reasoning model's ``<think>...</think>`` block is dropped first, so a letter mentioned while
-    thinking is never taken for the verdict.
+    A verdict is ``\\boxed{A|B|C}``, the letter after "Final Judgment:" ending its line (the
+    letter in upper case; "A.", "**A**", "(A)" and "A: CORRECT" as well), or the letter alone on the
+    reply's last line. Reasoning (``<think>...</think>``, or an unclosed ``<think>``) and echoed
+    sections of the grading prompt (which hold the candidate's own text) are not read. Two
+    different verdicts, or a letter whose name disagrees ("A: INCORRECT"), give None: a judge
+    failure, never a guess a policy could steer by writing verdicts into its answer.
     """
-    text = _THINK.sub("", reply)
-    boxed = _BOXED.findall(text)
-    if boxed:
-        return boxed[-1]
-    bare = _BARE.fullmatch(text)
-    if bare:
-        return bare.group(1)
-    final = _FINAL.findall(text)
-    if final:
-        return final[-1].upper()
-    return None
+    found = set(_verdicts(_ECHOES.sub("\n", outside_reasoning(reply))))
+    return found.pop() if len(found) == 1 else None
 
 
 def regex_parser(pattern: str) -> VerdictParser:
-    """A parser taking the first group (or the whole match) of the pattern's last match."""
+    """A parser taking the first group (or the whole match) of the pattern's matches outside the
+    reasoning; None when there are none, or when they disagree."""
     compiled = re.compile(pattern)
 
     def parse(reply: str) -> str | None:
-        matches = list(compiled.finditer(reply))
-        if not matches:
-            return None
-        last = matches[-1]
-        return last.group(1) if compiled.groups else last.group(0)
+        text = outside_reasoning(reply)
+        found = {m.group(1) if compiled.groups else m.group(0) for m in compiled.finditer(text)}
+        return found.pop() if len(found) == 1 else None
 
     parse.__qualname__ = f"regex_parser({pattern!r})"
     return parse
