@@ -243,10 +243,11 @@ def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
 
 @contextmanager
 def progress_bar(
-    label: str, total: int, console: Any = None, *, enabled: bool = True
+    label: str, total: int | None, console: Any = None, *, enabled: bool = True
 ) -> Iterator[Callable[[int], None]]:
     """``with progress_bar("scoring", n) as advance: ... advance(k)``: a transient bar on stderr, or a
-    no-op when ``enabled`` is False (rich is imported only when a bar is drawn)."""
+    no-op when ``enabled`` is False (rich is imported only when a bar is drawn). ``total=None``:
+    a count with no end known (rows of a file read as it streams)."""
     if not enabled:
         yield lambda k: None
         return
