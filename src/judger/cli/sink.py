@@ -70,6 +70,7 @@ class OutputSink:
             self.layout = layout  # the first rows decide, as a whole-file read would
         if self._fh is not None:
             self._fh.write(b"".join(encode_line(_row(s, self.layout)) for s in states))
+            self._fh.flush()  # a chunk judged is a chunk on disk, not in a buffer
         else:
             self._rows.extend(_escape_surrogates(_row(s, self.layout)) for s in states)
         self.rows += len(states)
