@@ -288,9 +288,7 @@ def test_in_process_runs_leave_the_collector_as_they_found_it(
     assert gc.get_freeze_count() == frozen  # freezing is only for the command's own process
 
 
-def test_own_process_json_mode_never_imports_rich(
-    toy_file: Path, exact_match_config: Path
-) -> None:
+def test_own_process_json_mode_never_imports_rich(toy_file: Path, exact_match_config: Path) -> None:
     script = (
         "import gc, sys\n"
         "from judger.cli import process\n"

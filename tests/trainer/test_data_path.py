@@ -290,7 +290,10 @@ def test_samplers_running_out_with_every_group_failed_raises_with_reasons(policy
     manager = AgentLoopManagerConfig(
         tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url]), max_attempts_factor=4
     ).build()
-    with pytest.raises(RuntimeError, match=r"ran out.*0 of 4 trainable.*'failed': 5.*10x generation failed: .*serves .*not model"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"ran out.*0 of 4 trainable.*'failed': 5.*10x generation failed: .*serves .*not model",
+    ):
         run(produce(manager, 4))
 
 
