@@ -48,6 +48,18 @@ def gsm8k_rows(n: int, path: Path) -> None:
             f.write(json.dumps(row) + "\n")
 
 
+def math_rows(n: int, path: Path) -> None:
+    """``n`` verl-layout MATH rows: the 400 bundled rollouts over and over, each row its own prompt
+    group (``uid``) and ``extra_info`` index, as a real validation dump has."""
+    src = [json.loads(line) for line in (DATA / "math_rollouts_dev.jsonl").read_text().splitlines() if line]
+    with path.open("w") as f:
+        for i in range(n):
+            row = dict(src[i % len(src)])
+            row["uid"] = f"{row['uid']}-{i // len(src)}"
+            row["extra_info"] = {**(row.get("extra_info") or {}), "index": i}
+            f.write(json.dumps(row) + "\n")
+
+
 def wall(cmd: list[str], src: Path = ROOT / "src") -> float:
     env = {**os.environ, "PYTHONPATH": str(src)}
     start = time.perf_counter()

@@ -54,7 +54,10 @@ def failure_reason(state: RolloutState) -> str:
 
 def top_reasons(states: Sequence[RolloutState], top: int = TOP_REASONS) -> list[dict[str, Any]]:
     """The ``top`` most common reasons among the samples that failed to be judged, with counts."""
-    counts = Counter(failure_reason(s) for s in states if failure_kind(s) is not None)
+    return top_reasons_of(Counter(failure_reason(s) for s in states if failure_kind(s) is not None), top)
+
+
+def top_reasons_of(counts: Counter[str], top: int = TOP_REASONS) -> list[dict[str, Any]]:
     return [{"reason": reason, "count": count} for reason, count in counts.most_common(top)]
 
 

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from judger.cli.loading import ConfigError, load_preset, load_target
-from judger.cli.report import progress_bar, render_examples, render_summary, summarize
+from judger.cli.report import progress_bar, render_examples, render_summary
 from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
@@ -30,7 +30,6 @@ from judger.runtime.procpool.pool import (
     shared_pool,
     shared_pool_options,
 )
-from judger.trainer.metrics import compute_validation_metrics
 
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
@@ -334,8 +333,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     if len(tally.errors) > _SHOWN_ERRORS:
         _say(f"... and {len(tally.errors) - _SHOWN_ERRORS} more bad rows")
-    outcomes = tally.outcomes
-    if not outcomes:
+    if not tally.samples:
         if sink is not None:
             sink.discard()
         _say(f"judger score: {args.input}: no rows to score")
@@ -348,8 +346,7 @@ def run(args: argparse.Namespace) -> int:
             write_error = f"{type(exc).__name__}: {exc}"
     if write_error is not None:
         _say(f"judger score: cannot write {args.output}: {write_error}")
-    summary = summarize(outcomes, elapsed, compute_validation_metrics(outcomes), bad_rows=tally.errors)
-    summary = {"input": str(args.input), **summary}
+    summary = {"input": str(args.input), **tally.summary(elapsed)}
     if tally.errors:
         summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
     shown = tally.examples
@@ -366,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
             render_examples(shown, out)
         render_summary(summary, out)
         if args.output and write_error is None:
-            out.print(f"wrote {len(outcomes)} rows to {args.output}")
+            out.print(f"wrote {tally.samples} rows to {args.output}")
     if write_error is not None:
         return EXIT_UNUSABLE
     if tally.errors:
