@@ -16,11 +16,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from judger.core.errors import ConfigError
+
 SIDECAR_SUFFIX = ".meta.json"
 _FORMAT = 1
 
 
-class OutputConflict(Exception):
+class OutputConflict(ConfigError):
     """``-o`` names a file this run must not resume from or overwrite."""
 
 
