@@ -190,19 +190,19 @@ class Judger(BaseJudger):
             return await gather_bounded(
                 [partial(self._run_one_raw, p) for p in payloads], self.max_concurrency
             )
-        shape_error: Exception | None = None
+        if isinstance(outputs, list) and len(outputs) == len(payloads):
+            return outputs
+        shape_error: Exception
         if not isinstance(outputs, list):
             shape_error = TypeError(
                 f"judger {self.judger_name!r}: judge_payload returned {type(outputs).__name__} for a "
                 f"batch of {len(payloads)} payloads; return a list of output dicts"
             )
-        elif len(outputs) != len(payloads):
+        else:
             shape_error = ValueError(
                 f"judger {self.judger_name!r}: judge_payload returned {len(outputs)} outputs for "
                 f"{len(payloads)} payloads"
             )
-        if shape_error is None:
-            return outputs
         if self.on_error == "raise":
             raise shape_error
         # a judge_payload written for one payload at a time: each sample gets its own call, and
