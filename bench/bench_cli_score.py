@@ -1,7 +1,7 @@
 """`judger score` as a whole process (start to exit) against the raw scoring loop (issue 12).
 
     PYTHONPATH=src .venv/bin/python bench/bench_cli_score.py [--repeat 5] [--rows 10000]
-        [--skip-math] [--before /work/main/src]
+        [--skip-math] [--before /work/main/src] [--math-rows 100000] [--only-stream]
 
 1. GSM8K: ``--rows`` verl-layout rows built from the bundled GSM8K test set (reference solutions,
    every fourth one with a wrong final answer; each row with its own ``extra_info``), scored by
@@ -9,6 +9,11 @@
    a loop). Target <= 2x.
 2. MATH: the 400 bundled MATH rollouts, ``judger score`` vs ``bench/raw_score_math_verify.py``
    (json + Math-Verify's parse/verify in a loop). Target <= 1.2x.
+3. MATH, streamed: ``--math-rows`` verl-layout rows (default 100,000, about 186 MB) made at bench
+   time from the 400 bundled rollouts (each repeat its own prompt groups), ``judger score`` with
+   the default routing vs ``bench/raw_score_math_stream.py`` (one row at a time through judger's own
+   MATH scorer). Targets: wall <= 1.5x, peak RSS <= 300 MB. The peak is ``wait4``'s ``ru_maxrss``:
+   the largest process of the command's tree (the scoring worker processes included).
 
 Each side is a fresh ``python`` process, timed from spawn to exit, alternating; medians.
 ``--before SRC`` adds, in the same rounds, ``judger score`` run from another checkout's ``src``.
@@ -48,11 +53,57 @@ def gsm8k_rows(n: int, path: Path) -> None:
             f.write(json.dumps(row) + "\n")
 
 
+def math_rows(n: int, path: Path) -> None:
+    """``n`` verl-layout MATH rows: the 400 bundled rollouts over and over, each row its own prompt
+    group (``uid``) and ``extra_info`` index, as a real validation dump has."""
+    src = [json.loads(line) for line in (DATA / "math_rollouts_dev.jsonl").read_text().splitlines() if line]
+    with path.open("w") as f:
+        for i in range(n):
+            row = dict(src[i % len(src)])
+            row["uid"] = f"{row['uid']}-{i // len(src)}"
+            row["extra_info"] = {**(row.get("extra_info") or {}), "index": i}
+            f.write(json.dumps(row) + "\n")
+
+
 def wall(cmd: list[str], src: Path = ROOT / "src") -> float:
+    return wall_and_peak(cmd, src)[0]
+
+
+def wall_and_peak(cmd: list[str], src: Path = ROOT / "src") -> tuple[float, float]:
+    """Seconds from spawn to exit, and the peak RSS in MB of the largest process of its tree."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     start = time.perf_counter()
-    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, _, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = 0  # reaped above
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def compare_stream(rows: int, repeat: int) -> None:
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "math_rows.jsonl"
+        math_rows(rows, data)
+        size = data.stat().st_size / 1e6
+        judger_cmd = [py, "-m", "judger", "score", "--no-progress", "--format", "json", str(data)]
+        raw_cmd = [py, str(ROOT / "bench" / "raw_score_math_stream.py"), str(data)]
+        wall(judger_cmd)  # warm the page cache and the .pyc files
+        wall(raw_cmd)
+        ours, peaks, raw, raw_peaks = [], [], [], []
+        for _ in range(repeat):
+            t, peak = wall_and_peak(judger_cmd)
+            ours.append(t)
+            peaks.append(peak)
+            t, peak = wall_and_peak(raw_cmd)
+            raw.append(t)
+            raw_peaks.append(peak)
+    a, b = statistics.median(ours), statistics.median(raw)
+    print(
+        f"| MATH streamed, {rows:,} rows ({size:.0f} MB) | {a:.2f} s | {b:.2f} s | {a / b:.2f}x | <= 1.5x "
+        f"| {max(peaks):.0f} MB | {max(raw_peaks):.0f} MB | <= 300 MB |"
+    )
+    print(f"\nall walls: judger {[round(x, 2) for x in ours]}, raw {[round(x, 2) for x in raw]}")
 
 
 def compare(
@@ -86,7 +137,16 @@ def main() -> None:
         type=Path,
         help="another checkout's src/ (e.g. /work/main/src): its `judger score` timed in the same rounds",
     )
+    ap.add_argument("--math-rows", type=int, default=100_000, help="rows of the streamed MATH run")
+    ap.add_argument("--only-stream", action="store_true", help="only the streamed MATH run")
     args = ap.parse_args()
+    if args.only_stream:
+        load = os.getloadavg()[0]
+        print("| input | judger score | raw stream | ratio | target | peak RSS | raw peak RSS | target |")
+        print("|---|---:|---:|---:|---|---:|---:|---|")
+        compare_stream(args.math_rows, args.repeat)
+        print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
+        return
     before = args.before.resolve() if args.before else None
     py = sys.executable
     score = [py, "-m", "judger.cli.main", "score", "--no-progress", "--format", "json"]
@@ -121,6 +181,9 @@ def main() -> None:
         "<= 1.2x",
         before,
     )
+    print("\n| input | judger score | raw stream | ratio | target | peak RSS | raw peak RSS | target |")
+    print("|---|---:|---:|---:|---|---:|---:|---|")
+    compare_stream(args.math_rows, args.repeat)
     print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
 
 

@@ -155,7 +155,7 @@ def test_eval_parquet_output_and_table(
     body = servers[0].fake.requests[-1]
     assert body["max_tokens"] == 20 and body["temperature"] == 0.6 and body["seed"] == 1 and body["n"] == 2
     # the completions endpoint: the prompt is rendered client-side; ids and logprobs come back too
-    code = main([*argv, "--no-progress", "--endpoint", "completions", "--preset", "gsm8k"])
+    code = main([*argv, "--no-progress", "--endpoint", "completions", "--preset", "gsm8k", "--overwrite"])
     assert code == 0 and servers[0].fake.completion_requests == 5
     states = read_rollouts(out).states
     assert all(s.response.startswith("Step by step") or s.response.startswith("The answer") for s in states)
@@ -174,3 +174,74 @@ def test_eval_full_gsm8k_test_set(
 def test_eval_with_the_progress_bar(servers: list[PolicyServer], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", str(GSM8K), "--limit", "3", "-n", "2", "--base-url", servers[0].url]) == 0
     assert servers[0].fake.chat_requests == 3 and "openai/gsm8k" in capsys.readouterr().out
+
+
+# --- whose -o file it is ----------------------------------------------------------------------------
+
+
+def _eval_argv(server: PolicyServer, out: Path, *extra: str) -> list[str]:
+    argv = ["eval", str(GSM8K), "--limit", "6", "-o", str(out), "--format", "json", "--no-progress"]
+    return [*argv, "--base-url", server.url, "--preset", "gsm8k", *extra]
+
+
+def test_eval_refuses_an_output_it_did_not_write(
+    servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mine.jsonl"
+    foreign = "".join(json.dumps({"id": i, "note": "someone else's data"}) + "\n" for i in range(401))
+    out.write_text(foreign)
+    assert main(_eval_argv(servers[0], out)) == 2
+    err = capsys.readouterr().err
+    assert "not written by judger eval" in err and "--overwrite" in err
+    assert out.read_text() == foreign and servers[0].fake.chat_requests == 0  # not truncated, nothing sent
+    code, report = run_json(capsys, _eval_argv(servers[0], out, "--overwrite"))
+    assert code == 0 and report["samples"] == 6 and len(out.read_text().splitlines()) == 6
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        (["-n", "2"], "n was 1, this run 2"),
+        (["--temperature", "0.7"], "'temperature': 0.7"),
+        (["--max-tokens", "64"], "'max_tokens': 64"),
+        (["--model", "another"], "model was None, this run 'another'"),
+    ],
+)
+def test_eval_refuses_to_mix_runs_of_other_parameters(
+    servers: list[PolicyServer],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    changed: list[str],
+    named: str,
+) -> None:
+    out = tmp_path / "scored.jsonl"
+    code, _ = run_json(capsys, _eval_argv(servers[0], out))
+    assert code == 0 and servers[0].fake.chat_requests == 6
+    before = out.read_text()
+    assert main(_eval_argv(servers[0], out, *changed)) == 2
+    err = capsys.readouterr().err
+    assert "another run" in err and named in err, err
+    assert out.read_text() == before and servers[0].fake.chat_requests == 6  # kept, and nothing reused
+    # the same parameters resume: nothing generated again
+    code, report = run_json(capsys, _eval_argv(servers[0], out))
+    assert code == 0 and report["generation"]["resumed_samples"] == 6 and servers[0].fake.chat_requests == 6
+
+
+def test_eval_refuses_another_input_or_another_served_model(
+    servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "scored.jsonl"
+    code, _ = run_json(capsys, _eval_argv(servers[0], out))
+    assert code == 0
+    other_input = tmp_path / "gsm8k_copy.jsonl"
+    other_input.write_text("\n".join(GSM8K.read_text().splitlines()[1:]) + "\n")
+    argv = _eval_argv(servers[0], out)
+    argv[1] = str(other_input)
+    assert main(argv) == 2 and "the input was a different file" in capsys.readouterr().err
+    renamed = PolicyServer("another-policy")
+    renamed.fake.responder = respond
+    try:
+        assert main(_eval_argv(renamed, out)) == 2
+        assert "'policy'" in capsys.readouterr().err and renamed.fake.chat_requests == 0
+    finally:
+        renamed.stop()

@@ -56,3 +56,35 @@ def test_examples_pick_k_per_source_and_shorten() -> None:
     text = console.export_text()
     assert "a [completed]" in text and "b [failed]" in text and "error: JudgeTimeoutError" in text
     assert shorten("a\n\n b", 10) == "a b"
+
+
+def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
+    """judger score keeps columns of numbers, not the states: its summary must be the same dict."""
+    from judger.cli.tally import Tally
+
+    states = []
+    for i in range(60):
+        group = None if i % 10 == 9 else f"g{i // 4}"
+        s = _state(
+            "a" if i % 3 else "b", group or "x", acc=None if i % 17 == 5 else bool(i % 2), response=str(i)
+        )
+        if group is None:
+            s.group_id = None
+            s.message = [{"role": "user", "content": f"prompt {i // 20}"}]
+        if s.reward is not None:
+            s.reward["tokens"] = i  # another numeric variable
+            if i % 7 == 0:
+                s.reward["note"] = "short" if i % 2 else 3  # a variable that is not numeric
+        if i % 13 == 0:
+            s.status, s.reward = Status.ABORTED, None  # not judged, not failed: skipped
+        states.append(s)
+    tally = Tally()
+    for lo in range(0, len(states), 16):
+        tally.add(states[lo : lo + 16])
+    expected = summarize(states, elapsed_s=1.5)
+    assert tally.summary(1.5) == expected
+    assert (
+        expected["data_sources"]["a"]["at_n"] is not None
+        and expected["skipped"] > 0
+        and expected["timed_out"] > 0
+    )

@@ -117,6 +117,46 @@ def test_math_routes_in_both_modes() -> None:
     assert default_compute_score("numina_amc_aime", "\\boxed{\\frac{1}{2}}", "0.5")["acc"] is True
 
 
+BIG = "9" * 5000  # past the interpreter's 4300-digit limit on int(str)
+
+
+@pytest.mark.parametrize(
+    "data_source", ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "numina_aops_forum"]
+)
+def test_a_5000_digit_boxed_answer_is_a_plain_verdict_in_both_modes(data_source: str) -> None:
+    """It used to raise ValueError (int conversion limit) out of default_compute_score: in verl that
+    ends the training step. A wrong long answer scores 0, a right one 1, and verl mode keeps verl's
+    own string comparison."""
+    from judger.scorers.math.reward import compute_score_verl
+
+    response = f"The answer is \\boxed{{{BIG}}}"
+    for compat in (None, "verl"):
+        assert default_compute_score(data_source, response, "5", compat=compat)["score"] == 0.0
+        assert default_compute_score(data_source, response, BIG, compat=compat)["score"] == 1.0
+        assert default_compute_score(data_source, response, BIG[:-1] + "8", compat=compat)["score"] == 0.0
+    for label in ("5", BIG, "0" + BIG):
+        if route_of(data_source) == "math":
+            assert default_compute_score(data_source, response, label, compat="verl") == dict(
+                compute_score_verl(response, label)
+            )
+
+
+def test_a_scorer_that_raises_scores_zero_with_a_warning_or_raises(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import judger.scorers.math.gsm8k as gsm8k
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("scorer bug")
+
+    monkeypatch.setattr(gsm8k, "compute_score", broken)
+    with caplog.at_level(logging.WARNING, logger="judger.compat.verl"):
+        assert default_compute_score("openai/gsm8k", "#### 5", "5")["score"] == 0.0
+    assert "scorer bug" in caplog.text
+    with pytest.raises(ValueError, match="scorer bug"):
+        default_compute_score("openai/gsm8k", "#### 5", "5", on_failure="raise")
+
+
 def test_a_hung_math_sample_scores_zero_or_raises(caplog: pytest.LogCaptureFixture) -> None:
     hostile = "\\boxed{9^{9^{9^{9^{9}}}}}"
     with caplog.at_level(logging.WARNING, logger="judger.compat.verl"):

@@ -107,11 +107,40 @@ async def test_list_for_a_single_payload_is_a_type_error_naming_the_judger() -> 
         await judger.judge(state("1"))
 
 
-async def test_batch_length_mismatch_and_non_list_are_reported() -> None:
+async def test_batch_length_mismatch_and_non_list_raise_with_on_error_raise() -> None:
     with pytest.raises(ValueError, match="'short'.*1 outputs for 2 payloads"):
-        await ListJudger(result=[{"score": 1.0}], judger_name="short").batch_judge([state("1"), state("2")])
+        await ListJudger(result=[{"score": 1.0}], judger_name="short", on_error="raise").batch_judge(
+            [state("1"), state("2")]
+        )
     with pytest.raises(TypeError, match="'dicty'.*returned dict for a batch of 2"):
-        await ListJudger(result={"score": 1.0}, judger_name="dicty").batch_judge([state("1"), state("2")])
+        await ListJudger(result={"score": 1.0}, judger_name="dicty", on_error="raise").batch_judge(
+            [state("1"), state("2")]
+        )
+
+
+class OneAtATimeJudger(Judger):
+    """A judge_payload written for one payload: given a list, it answers one dict (of the first)."""
+
+    async def judge_payload(self, payload: JudgerPayloadBatch) -> Any:
+        one = payload[0] if isinstance(payload, list) else payload
+        return {"score": float(one["response"] == one["label"])}
+
+
+async def test_a_batch_shape_error_falls_back_to_one_call_per_sample(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    judger = OneAtATimeJudger(judger_name="one")
+    batch = await judger.batch_judge([state("1"), state("2"), state("1")])
+    singles = [await judger.judge(s) for s in [state("1"), state("2"), state("1")]]
+    assert (
+        [s.reward for s in batch]
+        == [s.reward for s in singles]
+        == [{"score": 1.0}, {"score": 0.0}, {"score": 1.0}]
+    )
+    assert "returned dict for a batch of 3" in caplog.text and "each payload on its own" in caplog.text
+    # a judger that cannot answer one payload either: each sample fails alone, with its reason
+    out = await ListJudger(result=[{"score": 1.0}], judger_name="short").batch_judge([state("1"), state("2")])
+    assert all(s.status is Status.FAILED and "list for a single payload" in s.error_msg for s in out)
 
 
 async def test_bad_output_in_a_batch_names_the_index_and_fails_only_that_sample() -> None:

@@ -119,6 +119,16 @@ async def test_a_10_mb_response_is_scored_from_its_box_without_shipping_it() -> 
     assert s.status == Status.FAILED and "max_input_bytes" in s.error_msg and "10,48" in s.error_msg
 
 
+async def test_a_5000_digit_boxed_answer_is_a_wrong_or_right_answer_not_a_failure() -> None:
+    big = "9" * 5000  # int() refuses more than 4300 digits
+    async with MathJudgerConfig().build() as j:
+        wrong, right, other = await j.batch_judge(
+            [state(f"\\boxed{{{big}}}", "5"), state(f"\\boxed{{{big}}}", big), state("\\boxed{5}", big)]
+        )
+    assert [s.status for s in (wrong, right, other)] == [Status.INIT] * 3
+    assert [s.reward["score"] for s in (wrong, right, other)] == [0.0, 1.0, 0.0]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOSTILE))
 async def test_math_verify_judger_survives_each_hostile_answer(name: str) -> None:

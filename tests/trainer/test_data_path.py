@@ -271,3 +271,46 @@ def test_group_size_conflict_is_refused() -> None:
     assert loop.load_tokenizer() is None  # no local tokenizer there: the server's token ids are used
     with pytest.raises(ValueError, match="temprature"):
         SingleTurnAgentLoopConfig(sample_params={"temprature": 0.5})
+
+
+def test_samplers_running_out_with_every_group_failed_raises_with_reasons(policy: PolicyServer) -> None:
+    """The samplers run out before the attempt budget while every group failed (the server serves
+    another model name): produce_batch says so, with counts and the most common sample error,
+    instead of returning an empty batch."""
+    from judger.presets import GSM8KJudgerConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+    from judger.trainer.task import TaskSpecConfig
+
+    task = TaskSpecConfig(
+        task_name="t",
+        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint="/models/another-model"),
+        judger_config=GSM8KJudgerConfig(),
+        sampler_config=SamplerConfig(data_files=example_data("gsm8k_test.jsonl"), n=2, limit=5),
+    )
+    manager = AgentLoopManagerConfig(
+        tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url]), max_attempts_factor=4
+    ).build()
+    with pytest.raises(
+        RuntimeError,
+        match=r"ran out.*0 of 4 trainable.*'failed': 5.*10x generation failed: .*serves .*not model",
+    ):
+        run(produce(manager, 4))
+
+
+def test_a_short_batch_at_the_clean_end_of_the_data_is_returned(policy: PolicyServer) -> None:
+    from judger.presets import GSM8KJudgerConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+    from judger.trainer.task import TaskSpecConfig
+
+    sampler = SamplerConfig(data_files=example_data("gsm8k_test.jsonl"), n=2, limit=3)
+    policy.fake.responder = gsm8k_responder(answer_key(sampler))
+    task = TaskSpecConfig(
+        task_name="t",
+        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint=POLICY),
+        judger_config=GSM8KJudgerConfig(),
+        sampler_config=sampler,
+    )
+    manager = AgentLoopManagerConfig(
+        tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url])
+    ).build()
+    assert len(run(produce(manager, 4))) == 3

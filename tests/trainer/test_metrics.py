@@ -255,7 +255,7 @@ def test_many_prompts_with_few_patterns_match_verl_bit_for_bit() -> None:
 
 
 def test_majority_columns_shared_per_pattern_equal_per_group() -> None:
-    from judger.trainer.metrics import _maj_columns, _maj_columns_shared
+    from judger.trainer.metrics import _maj_columns, _maj_plan
 
     rng = np.random.default_rng(0)
     for _ in range(60):
@@ -263,7 +263,8 @@ def test_majority_columns_shared_per_pattern_equal_per_group() -> None:
         k = int(rng.choice([2, 4, n]))
         codes = rng.integers(0, int(rng.integers(1, 4)), size=(int(rng.integers(1, 200)), n)) * 7
         idx = np.random.RandomState(42).randint(0, n, size=(50, k))
-        assert np.array_equal(_maj_columns_shared(codes, idx), _maj_columns(codes, idx))
+        columns, pattern_of = _maj_plan(codes, idx)
+        assert np.array_equal(columns[pattern_of], _maj_columns(codes, idx))
 
 
 def test_a_variable_that_differs_from_an_earlier_one_is_not_shared() -> None:

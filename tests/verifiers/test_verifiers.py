@@ -68,6 +68,28 @@ async def test_incomplete_samples_are_not_sent(
     assert fake.chat_requests == 0 and fake.models_requests == 0
 
 
+async def test_a_state_at_the_default_status_is_graded_as_the_rule_presets_judge_it(
+    fake_grader: Fake, make_state: Callable[..., RolloutState]
+) -> None:
+    """A RolloutState built by hand keeps status INIT: the rule presets judge it, so must the grader."""
+    from judger.presets import MathJudgerConfig
+
+    fake, url = fake_grader
+    by_hand = RolloutState(
+        message=[{"role": "user", "content": "What is 2 + 3?"}],
+        response="\\boxed{5}",
+        reward_model={"ground_truth": "5"},
+    )
+    assert by_hand.status == Status.INIT
+    async with _config(url).build() as judger:
+        graded = await judger.judge(by_hand.model_copy(deep=True))
+    async with MathJudgerConfig().build() as rule:
+        ruled = await rule.judge(by_hand.model_copy(deep=True))
+    assert ruled.reward is not None and ruled.reward["score"] == 1.0
+    assert graded.reward == {"score": 1.0, "acc": True, "verdict": "correct", "judge_reply": "A"}
+    assert fake.chat_requests == 1
+
+
 async def test_unparseable_reply_is_a_judge_failure(
     fake_grader: Fake, make_state: Callable[..., RolloutState]
 ) -> None:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from judger.cli.eval_output import OutputConflict, check_served_model, claim_output, run_identity
 from judger.cli.loading import ConfigError
 from judger.cli.report import progress_bar, render_summary, summarize
 from judger.cli.score import _close_shared_pool, build, score_states
@@ -66,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compat", choices=("verl",), help="with the default config, as for `judger score`")
     parser.add_argument(
         "-o", "--output", metavar="OUTPUT", help="write every sample (.jsonl resumable; .parquet)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an existing -o file that another run (or no judger eval run) wrote, and start over",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
@@ -201,6 +207,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
 
     partial = _partial_path(output) if output is not None else None
+    if output is not None and partial is not None:
+        # only this run's own earlier samples are resumed: see judger.cli.eval_output
+        try:
+            claim_output(
+                output,
+                partial,
+                run_identity(args.input, args.model, _sample_params(args), args.n, args.endpoint),
+                args.overwrite,
+            )
+        except OutputConflict as exc:
+            judger.close()
+            _say(f"judger eval: {exc}")
+            return EXIT_UNUSABLE
     done = resume(partial, args.n) if partial is not None else {}
     groups = list(sampler.groups())
     todo = [g for g in groups if g[0].group_id not in done]
@@ -217,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
     async def main(advance: Any) -> None:
         nonlocal rejudge_s
         await controller.resolve_model()
+        if output is not None:
+            check_served_model(output, controller.model)
         slots = asyncio.Semaphore(args.concurrency)
 
         async def one(group: list[RolloutState]) -> None:

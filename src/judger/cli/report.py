@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +39,28 @@ def failure_kind(state: RolloutState) -> str | None:
     return "timeout" if failure.get("kind") == "timeout" else "error"
 
 
+TOP_REASONS = 3
+
+
+# where in its batch a sample failed says nothing about why: left out, equal reasons count together
+_BATCH_INDEX = re.compile(r" \(batch index \d+\)")
+
+
+def failure_reason(state: RolloutState) -> str:
+    """A failed sample's reason: the first line of its error message, cut to 200 characters."""
+    lines = (state.error_msg or "").strip().splitlines()
+    return _BATCH_INDEX.sub("", lines[0])[:200] if lines else "no reason recorded"
+
+
+def top_reasons(states: Sequence[RolloutState], top: int = TOP_REASONS) -> list[dict[str, Any]]:
+    """The ``top`` most common reasons among the samples that failed to be judged, with counts."""
+    return top_reasons_of(Counter(failure_reason(s) for s in states if failure_kind(s) is not None), top)
+
+
+def top_reasons_of(counts: Counter[str], top: int = TOP_REASONS) -> list[dict[str, Any]]:
+    return [{"reason": reason, "count": count} for reason, count in counts.most_common(top)]
+
+
 def _at_n(var2metric: dict[str, dict[str, float]]) -> dict[str, Any] | None:
     """The headline @N metrics: of ``acc`` (else ``score``) at the largest group size N > 1."""
     var = "acc" if "acc" in var2metric else "score" if "score" in var2metric else None
@@ -65,7 +89,8 @@ def summarize(
     *,
     bad_rows: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Per data_source: samples, judged, skipped, failed, timed_out, mean_score, accuracy, at_n, metrics.
+    """Per data_source: samples, judged, skipped, failed, timed_out, mean_score, accuracy, at_n, metrics,
+    failure_reasons (the three most common, with counts).
 
     Failed samples (the judge raised or timed out) are counted, not scored: they are left out of the
     mean score, the accuracy and the @N metrics (a judge that failed is not a wrong answer).
@@ -92,6 +117,7 @@ def summarize(
             "accuracy": _mean(accs),
             "at_n": _at_n(var2metric),
             "metrics": var2metric,
+            "failure_reasons": top_reasons(group),
         }
     total = len(states)
     skipped = sum(v["skipped"] for v in sources.values())
@@ -171,8 +197,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+# a console narrower than this gets the @N columns in a table of their own: one table of all of
+# them squeezes the numbers to "0.…"
+_ONE_TABLE_WIDTH = 110
+
+
 def render_summary(summary: dict[str, Any], console: Any, title: str = "judger score") -> None:
-    """Draw the per-data_source table on a rich Console."""
+    """Draw the per-data_source table on a rich Console, then the top failure reasons per source."""
     from rich.table import Table
 
     ns = {v["at_n"]["n"] for v in summary["data_sources"].values() if v["at_n"]}
@@ -183,14 +214,26 @@ def render_summary(summary: dict[str, Any], console: Any, title: str = "judger s
         caption += f"; {summary['skipped']} not judged (status not completed)"
     if summary["bad_rows"]:
         caption += f"; {summary['bad_rows']} unreadable input row(s) skipped"
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-    table.add_column("data_source", no_wrap=True, overflow="ellipsis", max_width=40)
+    split = (getattr(console, "width", None) or _ONE_TABLE_WIDTH) < _ONE_TABLE_WIDTH
+    has_at_n = any(v["at_n"] for v in summary["data_sources"].values())
+
+    def new_table(table_title: str | None, table_caption: str | None) -> Any:
+        table = Table(title=table_title, title_justify="left", caption=table_caption, caption_justify="left")
+        table.add_column("data_source", overflow="fold", max_width=40)
+        return table
+
+    def number_column(table: Any, name: str) -> None:
+        # numbers never shrink: the data_source column folds instead
+        table.add_column(name, justify="right", no_wrap=True, min_width=max(len(name), 5))
+
+    table = new_table(title, None if split and has_at_n else caption)
     for name in ("samples", "failed", "timeout", "score", "acc"):
-        table.add_column(name, justify="right", no_wrap=True)
+        number_column(table, name)
+    at_n_table = new_table(None, caption) if split and has_at_n else table
     if suffix == "@N":
-        table.add_column("N", justify="right")
+        number_column(at_n_table, "N")
     for name in AT_N:
-        table.add_column(name + suffix, justify="right", no_wrap=True)
+        number_column(at_n_table, name + suffix)
     for name, row in summary["data_sources"].items():
         at_n = row["at_n"] or {}
         cells = [
@@ -201,10 +244,13 @@ def render_summary(summary: dict[str, Any], console: Any, title: str = "judger s
             _fmt(row["mean_score"]),
             _fmt(row["accuracy"]),
         ]
-        if suffix == "@N":
-            cells.append(_fmt(at_n.get("n")))
-        cells += [_fmt(at_n.get(m)) for m in AT_N]
-        table.add_row(*cells)
+        at_n_cells = [_fmt(at_n.get("n"))] if suffix == "@N" else []
+        at_n_cells += [_fmt(at_n.get(m)) for m in AT_N]
+        if at_n_table is table:
+            table.add_row(*cells, *at_n_cells)
+        else:
+            table.add_row(*cells)
+            at_n_table.add_row(name, *at_n_cells)
     if len(summary["data_sources"]) > 1:
         judged = [v for v in summary["data_sources"].values() if v["mean_score"] is not None]
         weight = sum(v["judged"] for v in judged)
@@ -215,11 +261,31 @@ def render_summary(summary: dict[str, Any], console: Any, title: str = "judger s
             str(summary["failed"]),
             str(summary["timed_out"]),
             _fmt(mean_score),
+            "",
         ]
-        total += [""] * (1 + len(AT_N) + (1 if suffix == "@N" else 0))
+        if at_n_table is table:
+            total += [""] * (len(AT_N) + (1 if suffix == "@N" else 0))
         table.add_section()
         table.add_row(*total, style="bold")
     console.print(table)
+    if at_n_table is not table:
+        console.print(at_n_table)
+    render_failure_reasons(summary, console)
+
+
+def render_failure_reasons(summary: dict[str, Any], console: Any) -> None:
+    """Why samples failed, per data_source: the most common reasons, with counts."""
+    from rich.markup import escape
+
+    sources = [(name, row) for name, row in summary["data_sources"].items() if row.get("failure_reasons")]
+    if not sources:
+        return
+    console.print("failure reasons (most common first):")
+    for name, row in sources:
+        failed = row["failed"] + row["timed_out"]
+        console.print(f"  {escape(name)}: {failed} failed")
+        for item in row["failure_reasons"]:
+            console.print(f"    {item['count']} x {escape(item['reason'])}", overflow="fold")
 
 
 def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
@@ -243,10 +309,11 @@ def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
 
 @contextmanager
 def progress_bar(
-    label: str, total: int, console: Any = None, *, enabled: bool = True
+    label: str, total: int | None, console: Any = None, *, enabled: bool = True
 ) -> Iterator[Callable[[int], None]]:
     """``with progress_bar("scoring", n) as advance: ... advance(k)``: a transient bar on stderr, or a
-    no-op when ``enabled`` is False (rich is imported only when a bar is drawn)."""
+    no-op when ``enabled`` is False (rich is imported only when a bar is drawn). ``total=None``:
+    a count with no end known (rows of a file read as it streams)."""
     if not enabled:
         yield lambda k: None
         return

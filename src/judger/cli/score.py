@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from judger.cli import process
 from judger.cli.loading import ConfigError, load_preset, load_target
-from judger.cli.report import examples, progress_bar, render_examples, render_summary, summarize
+from judger.cli.report import progress_bar, render_examples, render_summary
+from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
@@ -33,7 +30,6 @@ from judger.runtime.procpool.pool import (
     shared_pool,
     shared_pool_options,
 )
-from judger.trainer.metrics import compute_validation_metrics
 
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
@@ -105,21 +101,6 @@ def _same_file(input_path: str, output_path: str) -> bool:
         return os.path.samefile(input_path, output_path)
     except OSError:  # the output does not exist yet (or the input does not: reading reports it)
         return os.path.abspath(input_path) == os.path.abspath(output_path)
-
-
-def _write_atomically(output: str, write: Any) -> None:
-    """``write(tmp)`` next to ``output``, then rename it over ``output``: a reader never sees a
-    half-written file, and a failed write leaves any previous output as it was."""
-    target = Path(output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # same directory (a rename within one filesystem is atomic) and same suffix (it picks the format)
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # --- building the judger --------------------------------------------------------------------------
@@ -195,10 +176,32 @@ def build(args: argparse.Namespace) -> Any:
 
 # --- scoring --------------------------------------------------------------------------------------
 
+NO_RESPONSE = "nothing to judge: the response is null"
+
+
+def fail_unanswered(judger: Any, states: list[Any]) -> list[Any]:
+    """Mark the states whose response is null FAILED with a reason (a missing answer is not a wrong
+    one: it must not be scored 0); the others, to judge."""
+    answered = [s for s in states if s.response is not None]
+    if len(answered) < len(states):
+        name = getattr(judger, "judger_name", type(judger).__name__)
+        for state in states:
+            if state.response is None:
+                mark_failed(state, JudgeFailure(judger=name, kind="error", message=NO_RESPONSE))
+    return answered
+
 
 async def score_states(judger: Any, states: list[Any], batch_size: int, progress: Any = None) -> None:
-    """``judger.batch_judge`` over ``states`` in batches (two in flight), advancing ``progress``."""
+    """``judger.batch_judge`` over ``states`` in batches (two in flight), advancing ``progress``.
 
+    A state with a null response is not judged: it is FAILED with a reason.
+    """
+
+    unanswered = len(states)
+    states = fail_unanswered(judger, states)
+    unanswered -= len(states)
+    if progress is not None and unanswered:
+        progress(unanswered)
     batches = [states[i : i + batch_size] for i in range(0, len(states), batch_size)]
 
     async def one(batch: list[Any]) -> None:
@@ -210,35 +213,25 @@ async def score_states(judger: Any, states: list[Any], batch_size: int, progress
     await gather_bounded([partial(one, b) for b in batches], 2)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a phase builds objects that all live to the end.
-
-    Reading 10k rows makes about 100k containers, none of them in a cycle; the collector ran over
-    the growing heap again and again for nothing (60-80 ms of a 0.4 s run, issue 12). It is on again
-    for scoring, where asyncio and the judgers make short-lived cycles, and for the rest.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if process.owned:
-            # in the command's own process what was built lives to the end: later collections
-            # (during scoring) need not walk it
-            gc.freeze()
-        if was_enabled:
-            gc.enable()
-
-
 def _say(message: str) -> None:
     """A plain line on stderr: never wrapped, so row numbers and paths stay greppable."""
     print(message, file=sys.stderr, flush=True)
 
 
+# rows per chunk read, judged and written at a time: memory holds about two chunks
+CHUNK_ROWS = 4096
+_SHOWN_ERRORS = 20
+
+
+def _next_chunk(chunks: Iterator[Any]) -> Any:
+    return next(chunks, None)
+
+
 def run(args: argparse.Namespace) -> int:
     # trainer.io only for this subcommand: `judger serve` and `judger --help` do not load it
-    from judger.trainer.io import InputError, read_rollouts, write_rollouts
+    from judger.cli.sink import OutputSink
+    from judger.cli.tally import Tally
+    from judger.trainer.io import InputError, iter_rollouts
 
     if args.compat and (args.config or args.preset):
         _say("judger score: --compat applies to the default config only (drop -c / --preset)")
@@ -253,40 +246,69 @@ def run(args: argparse.Namespace) -> int:
 
     # the judger first, so that its worker processes start while the file is read
     config_error: ConfigError | None = None
+    judger: Any = None
     try:
         judger = build(args)
     except ConfigError as exc:
         config_error = exc
     else:
         _start_pools(judger)
+    # the default config routes on data_source; a preset or a config of one's own may not need it
+    chunks = iter_rollouts(args.input, CHUNK_ROWS, require_data_source=not (args.config or args.preset))
     try:
-        with _gc_paused():
-            rollouts = read_rollouts(args.input)
+        first = _next_chunk(chunks)
     except InputError as exc:
         _say(f"judger score: {exc}")
-        return _unusable(None if config_error else judger)
-    for error in rollouts.errors[:20]:
-        _say(f"{args.input}: {error}")
-    if len(rollouts.errors) > 20:
-        _say(f"... and {len(rollouts.errors) - 20} more bad rows")
-    if not rollouts.states:
+        return _unusable(judger)
+    if first is None:
         _say(f"judger score: {args.input}: no rows to score")
-        return _unusable(None if config_error else judger)
+        return _unusable(judger)
     if config_error is not None:
         _say(f"judger score: {config_error}")
         return EXIT_UNUSABLE
 
-    states = rollouts.states
-    # only finished rollouts are judged, as the agent loop does; the others are reported as skipped
-    to_judge = [s for s in states if s.status == Status.COMPLETED]
-    show_progress = not args.no_progress
+    tally = Tally(args.examples)
+    sink: OutputSink | None = None
+    write_error: str | None = None
+    if args.output:
+        try:
+            sink = OutputSink(args.output)
+        except OSError as exc:  # scored all the same: the report is worth having
+            write_error = f"{type(exc).__name__}: {exc}"
+    # the bar only where someone watches it: a pipe or a CI log gets no control characters
+    show_progress = not args.no_progress and sys.stderr.isatty()
     start = time.perf_counter()
 
+    def report_errors(errors: list[Any]) -> None:
+        for error in errors:
+            if len(tally.errors) < _SHOWN_ERRORS:
+                _say(f"{args.input}: {error}")
+            tally.errors.append(error)
+
     async def main() -> None:
+        nonlocal write_error
+        loop = asyncio.get_running_loop()
         try:
-            # rich only when drawn: ``--no-progress --format json`` (scripts, CI) never imports it
-            with progress_bar("scoring", len(to_judge), enabled=show_progress) as advance:
-                await score_states(judger, to_judge, args.batch_size, advance)
+            with progress_bar("rows", None, enabled=show_progress) as advance:
+                chunk = first
+                while chunk is not None:
+                    # the next chunk is read (in a thread) while this one is judged
+                    reading = loop.run_in_executor(None, _next_chunk, chunks)
+                    try:
+                        report_errors(chunk.errors)
+                        to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
+                        await score_states(judger, to_judge, args.batch_size)
+                        if sink is not None and write_error is None:
+                            try:
+                                sink.write(chunk.states, chunk.layout)
+                            except Exception as exc:
+                                write_error = f"{type(exc).__name__}: {exc}"
+                                sink.discard()
+                        tally.add(chunk.states)
+                        advance(len(chunk.errors) + len(set(chunk.rows)))
+                    finally:
+                        following = await reading
+                    chunk = following
         finally:
             await judger.aclose()
             _close_shared_pool()
@@ -294,26 +316,40 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(main())
     except KeyboardInterrupt:
+        if sink is not None:
+            sink.discard()
         _say("judger score: interrupted")
         return 130
+    except InputError as exc:
+        if sink is not None:
+            sink.discard()
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
     except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
+        if sink is not None:
+            sink.discard()
         _say(f"judger score: scoring stopped: {type(exc).__name__}: {exc}")
         return EXIT_UNUSABLE
     elapsed = time.perf_counter() - start
+    if len(tally.errors) > _SHOWN_ERRORS:
+        _say(f"... and {len(tally.errors) - _SHOWN_ERRORS} more bad rows")
+    if not tally.samples:
+        if sink is not None:
+            sink.discard()
+        _say(f"judger score: {args.input}: no rows to score")
+        return EXIT_UNUSABLE
 
-    with _gc_paused():
-        summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=rollouts.errors)
-    summary = {"input": str(args.input), **summary}
-    if rollouts.errors:
-        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in rollouts.errors]
-    shown = examples(states, args.examples) if args.examples else []
-    write_failed = False
-    if args.output:
+    if sink is not None and write_error is None:
         try:
-            _write_atomically(args.output, lambda path: write_rollouts(path, states, layout=rollouts.layout))
+            sink.commit()
         except Exception as exc:
-            _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
-            write_failed = True
+            write_error = f"{type(exc).__name__}: {exc}"
+    if write_error is not None:
+        _say(f"judger score: cannot write {args.output}: {write_error}")
+    summary = {"input": str(args.input), **tally.summary(elapsed)}
+    if tally.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
+    shown = tally.examples
     if args.format == "json":
         if shown:
             summary["examples"] = shown
@@ -326,11 +362,11 @@ def run(args: argparse.Namespace) -> int:
         if shown:
             render_examples(shown, out)
         render_summary(summary, out)
-        if args.output and not write_failed:
-            out.print(f"wrote {len(states)} rows to {args.output}")
-    if write_failed:
+        if args.output and write_error is None:
+            out.print(f"wrote {tally.samples} rows to {args.output}")
+    if write_error is not None:
         return EXIT_UNUSABLE
-    if rollouts.errors:
+    if tally.errors:
         return EXIT_BAD_ROWS
     if summary["failed"] or summary["timed_out"]:
         return EXIT_JUDGE_FAILURES

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Hashable, Sequence
@@ -32,6 +33,7 @@ PayloadResult = JudgerOutput | JudgeFailure
 """What running one payload gives: its validated output, or the failure that replaced it."""
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_CONCURRENCY = 64
@@ -188,17 +190,25 @@ class Judger(BaseJudger):
             return await gather_bounded(
                 [partial(self._run_one_raw, p) for p in payloads], self.max_concurrency
             )
+        if isinstance(outputs, list) and len(outputs) == len(payloads):
+            return outputs
+        shape_error: Exception
         if not isinstance(outputs, list):
-            raise TypeError(
+            shape_error = TypeError(
                 f"judger {self.judger_name!r}: judge_payload returned {type(outputs).__name__} for a "
                 f"batch of {len(payloads)} payloads; return a list of output dicts"
             )
-        if len(outputs) != len(payloads):
-            raise ValueError(
+        else:
+            shape_error = ValueError(
                 f"judger {self.judger_name!r}: judge_payload returned {len(outputs)} outputs for "
                 f"{len(payloads)} payloads"
             )
-        return outputs
+        if self.on_error == "raise":
+            raise shape_error
+        # a judge_payload written for one payload at a time: each sample gets its own call, and
+        # fails alone (with its own reason) if that does not work either
+        _warn_once(self, f"{shape_error}; judging each payload on its own instead")
+        return await gather_bounded([partial(self._run_one_raw, p) for p in payloads], self.max_concurrency)
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         """One payload's validated output; its failure raises."""
@@ -389,6 +399,12 @@ class BatchJudger(Judger):
             if isinstance(result, JudgeFailure):
                 raise result.to_exception()
         return results  # type: ignore[return-value]
+
+
+def _warn_once(judger: BaseJudger, message: str) -> None:
+    if not judger.__dict__.get("_batch_shape_warned"):
+        judger.__dict__["_batch_shape_warned"] = True
+        logger.warning(message)
 
 
 async def gather_bounded(factories: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:

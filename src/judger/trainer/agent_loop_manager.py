@@ -13,7 +13,9 @@ that failed or were aborted stay in ``manager.replay_buffer.failed`` with their 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,8 @@ from judger.trainer.controller import RolloutController, RolloutControllerConfig
 from judger.trainer.replay_buffer import ReplayBuffer, ReplayBufferConfig
 from judger.trainer.sampler import Sampler
 from judger.trainer.task import TaskSpecConfig
+
+logger = logging.getLogger(__name__)
 
 
 class AgentLoopManagerConfig(BaseModel):
@@ -81,6 +85,12 @@ class AgentLoopManagerConfig(BaseModel):
         return AgentLoopManager(self, tasks, controller, self.replay_buffer_config.build())
 
 
+def _reason_of(state: RolloutState, group_reason: str) -> str:
+    """A failed sample's own error message (its first line, cut short), else its group's reason."""
+    message = (state.error_msg or "").strip().splitlines()
+    return message[0][:200] if message else group_reason
+
+
 def _close_quietly(judger: BaseJudger) -> None:
     closer = getattr(judger, "close", None)
     if closer is not None:
@@ -129,16 +139,20 @@ class AgentLoopManager:
             return task, group
 
     async def produce_batch(self, batch_size: int) -> list[list[RolloutState]]:
-        """``batch_size`` judged, trainable groups (fewer only when every sampler ran out).
+        """``batch_size`` judged, trainable groups (fewer only when every sampler ran out cleanly).
 
-        Raises RuntimeError, with the failure reasons, after ``batch_size * max_attempts_factor``
-        groups went out without filling the batch (a dead server, a broken judger...).
+        Raises RuntimeError, with the failure counts and the most common reasons, after
+        ``batch_size * max_attempts_factor`` groups went out without filling the batch (a dead
+        server, a broken judger...), and when the samplers ran out short of ``batch_size`` while
+        groups of this call failed: a short batch then hides a broken run. A short batch at the
+        clean end of the data is returned, with a warning.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         in_flight: set[asyncio.Task[list[RolloutState]]] = set()
         budget = batch_size * self.config.max_attempts_factor
         started = 0
+        failed_before = len(self.replay_buffer.failed)
         try:
             while len(self.replay_buffer) < batch_size:
                 want = min(self.config.max_concurrent_groups, batch_size - len(self.replay_buffer))
@@ -154,8 +168,18 @@ class AgentLoopManager:
                     if started >= budget:
                         raise RuntimeError(
                             f"produce_batch: {started} groups generated, {len(self.replay_buffer)} of "
-                            f"{batch_size} trainable; failed groups by reason: "
-                            f"{self.replay_buffer.failure_counts()}"
+                            f"{batch_size} trainable; {self._failure_summary()}"
+                        )
+                    if len(self.replay_buffer.failed) > failed_before:
+                        raise RuntimeError(
+                            f"produce_batch: every sampler ran out after {started} groups, "
+                            f"{len(self.replay_buffer)} of {batch_size} trainable; {self._failure_summary()}"
+                        )
+                    if len(self.replay_buffer) < batch_size:
+                        logger.warning(
+                            "produce_batch: every sampler ran out; %d of %d groups",
+                            len(self.replay_buffer),
+                            batch_size,
                         )
                     break  # every sampler ran out
                 done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
@@ -171,6 +195,21 @@ class AgentLoopManager:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         return self.replay_buffer.sample(batch_size)
+
+    def failure_reasons(self, top: int = 3) -> list[tuple[str, int]]:
+        """The ``top`` most common error messages of the samples of failed groups, with counts."""
+        reasons: Counter[str] = Counter()
+        for failed in self.replay_buffer.failed:
+            for state in failed.group:
+                reasons[_reason_of(state, failed.reason)] += 1
+        return reasons.most_common(top)
+
+    def _failure_summary(self) -> str:
+        reasons = "; ".join(f"{count}x {reason}" for reason, count in self.failure_reasons())
+        return (
+            f"failed groups by reason: {self.replay_buffer.failure_counts()}; "
+            f"most common sample errors: {reasons or 'none recorded'}"
+        )
 
     def stats(self) -> dict[str, Any]:
         return {

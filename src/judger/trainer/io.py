@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +42,8 @@ _VERL_COLUMNS = {
     "status",
 }
 _OUTPUT_COLUMNS = {"reward", "score", "error_msg", "judge_failure"}
+# verl's rollout_data_dir dump: the columns that map onto a verl row, and its old score
+_DUMP_COLUMNS = {"input", "output", "gts", "score"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +77,18 @@ def _format(path: Path) -> Literal["jsonl", "parquet"]:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any | RowError]]:
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
+    # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first row
+    with path.open("r", encoding="utf-8-sig", errors="replace") as fh:
+        first = True
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
+            if first and line.lstrip().startswith("["):
+                raise InputError(
+                    f"{path}: a JSON array, not JSON lines; use JSONL (one JSON object per line), "
+                    "e.g. jq -c '.[]' file.json > file.jsonl"
+                )
+            first = False
             try:
                 yield number, json.loads(line)
             except json.JSONDecodeError as exc:
@@ -156,11 +166,30 @@ def _status(value: Any) -> Status:
         raise ValueError(f"'status' {value!r} is not one of {allowed}") from None
 
 
-def parse_row(row: Any, number: int, *, decoded: bool = False) -> tuple[list[RolloutState], Layout]:
+def _from_verl_dump(row: dict[str, Any]) -> dict[str, Any]:
+    """A line of verl's ``rollout_data_dir`` dump (``input``, ``output``, ``gts``, ``score``,
+    ``step``, reward extras) as a verl row: the decoded prompt text is the prompt."""
+    out = {k: v for k, v in row.items() if k not in _DUMP_COLUMNS}
+    out["prompt"] = row["input"]
+    out["response"] = row["output"]
+    out["reward_model"] = {"ground_truth": row.get("gts")}
+    out.setdefault("data_source", None)
+    return out
+
+
+def is_verl_dump(row: Any) -> bool:
+    return isinstance(row, dict) and "input" in row and "output" in row and "prompt" not in row
+
+
+def parse_row(
+    row: Any, number: int, *, decoded: bool = False, require_data_source: bool = True
+) -> tuple[list[RolloutState], Layout]:
     """The RolloutStates of one input row; raises ValueError saying what is wrong with it.
 
     ``decoded``: the row comes from a JSON or Parquet decoder, whose objects have string keys only
-    (saves checking every key of every nested object).
+    (saves checking every key of every nested object). ``require_data_source=False``: a row without
+    ``data_source`` (a judger that does not route on it) gets None. A line of verl's
+    ``rollout_data_dir`` dump is read as the verl row it stands for.
     """
     if not isinstance(row, dict):
         raise ValueError(f"expected a JSON object, got {type(row).__name__}")
@@ -169,12 +198,19 @@ def parse_row(row: Any, number: int, *, decoded: bool = False) -> tuple[list[Rol
         if state.status == Status.INIT:  # a dump's default status says nothing about the rollout
             state.status = Status.COMPLETED
         return [state], "state"
+    if is_verl_dump(row):
+        row = _from_verl_dump(row)
+    elif not require_data_source and "data_source" not in row:
+        row = {**row, "data_source": None}
 
     missing = [c for c in ("data_source", "reward_model") if c not in row]
     if "response" not in row and "responses" not in row:
         missing.append("response (or responses)")
     if missing:
-        raise ValueError(f"missing column {', '.join(repr(m) for m in missing)}")
+        hint = (
+            " (a judger that does not route on it: give --preset or -c)" if "data_source" in missing else ""
+        )
+        raise ValueError(f"missing column {', '.join(repr(m) for m in missing)}{hint}")
     reward_model = _decoded(row["reward_model"], "{")
     if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
         raise ValueError("'reward_model' must be an object with a 'ground_truth' key")
@@ -251,42 +287,72 @@ def _str_keyed(value: Any) -> bool:
     return type(value) is not dict or all(type(k) is str for k in value)
 
 
-def read_rollouts(path: str | Path) -> Rollouts:
-    """Read every row of a JSONL or Parquet file; bad rows are collected in ``errors``, not raised.
-
-    Raises :class:`InputError` when the file itself cannot be read.
-    """
+def _open_rows(path: str | Path) -> Iterator[tuple[int, Any | RowError]]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a rollouts file")
-    fmt = _format(path)
-    rows: Iterable[tuple[int, Any]] = _iter_parquet(path) if fmt == "parquet" else _iter_jsonl(path)
-    out = Rollouts()
-    layouts: set[str] = set()
+    return _iter_parquet(path) if _format(path) == "parquet" else _iter_jsonl(path)
+
+
+def iter_rollouts(
+    path: str | Path, chunk_rows: int = 4096, *, require_data_source: bool = True
+) -> Iterator[Rollouts]:
+    """The file's rollouts in chunks of about ``chunk_rows`` rows, read lazily: memory holds one
+    chunk, whatever the file's size. Bad rows are collected in each chunk's ``errors``; a chunk's
+    ``layout`` is that of its rows ("state" only when all are RolloutState dumps).
+
+    Raises :class:`InputError` when the file itself cannot be read (possibly after some chunks).
+    """
+    rows = _open_rows(path)
+    out, layouts, seen = Rollouts(), set(), 0
     try:
         for number, row in rows:
+            seen += 1
             if isinstance(row, RowError):
                 out.errors.append(row)
-                continue
-            try:
-                states, layout = parse_row(row, number, decoded=True)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "row"
-                out.errors.append(RowError(number, f"invalid RolloutState: {where}: {first['msg']}"))
-                continue
-            except (ValueError, TypeError) as exc:
-                out.errors.append(RowError(number, str(exc)))
-                continue
-            layouts.add(layout)
-            out.states.extend(states)
-            out.rows.extend([number] * len(states))
+            else:
+                try:
+                    states, layout = parse_row(
+                        row, number, decoded=True, require_data_source=require_data_source
+                    )
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"]) or "row"
+                    out.errors.append(RowError(number, f"invalid RolloutState: {where}: {first['msg']}"))
+                except (ValueError, TypeError) as exc:
+                    out.errors.append(RowError(number, str(exc)))
+                else:
+                    layouts.add(layout)
+                    out.states.extend(states)
+                    out.rows.extend([number] * len(states))
+            if seen >= chunk_rows:
+                out.layout = "state" if layouts == {"state"} else "verl"
+                yield out
+                out, layouts, seen = Rollouts(), set(), 0
     except UnicodeDecodeError as exc:  # pragma: no cover - errors="replace" makes this rare
         raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc})") from exc
+    if seen:
+        out.layout = "state" if layouts == {"state"} else "verl"
+        yield out
+
+
+def read_rollouts(path: str | Path, *, require_data_source: bool = True) -> Rollouts:
+    """Read every row of a JSONL or Parquet file; bad rows are collected in ``errors``, not raised.
+
+    Raises :class:`InputError` when the file itself cannot be read.
+    """
+    out = Rollouts()
+    layouts: set[str] = set()
+    for chunk in iter_rollouts(path, 1 << 62, require_data_source=require_data_source):
+        out.states.extend(chunk.states)
+        out.errors.extend(chunk.errors)
+        out.rows.extend(chunk.rows)
+        if chunk.states:
+            layouts.add(chunk.layout)
     out.layout = "state" if layouts == {"state"} else "verl"
     return out
 
@@ -344,10 +410,11 @@ def write_rollouts(path: str | Path, states: Sequence[RolloutState], layout: Lay
                 fh.write(json.dumps(row, ensure_ascii=False, default=json_default))
                 fh.write("\n")
         return
-    _write_parquet(path, rows)
+    write_parquet_rows(path, rows)
 
 
-def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_parquet_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows as one Parquet file; a column whose values disagree in type is stored as JSON text."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

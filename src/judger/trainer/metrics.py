@@ -97,7 +97,7 @@ class _Layout:
     """Where each group's samples are: per group size n, a (groups, n) matrix of sample indices."""
 
     by_size: dict[int, tuple[np.ndarray, np.ndarray]]  # n -> (group ids, sample index matrix)
-    maj_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    maj_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _layout(group_of: np.ndarray, valid: np.ndarray, n_groups: int) -> _Layout:
@@ -119,19 +119,36 @@ def _chunks(n_rows: int, per_row: int) -> list[slice]:
     return [slice(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 
 
-def _maj_columns_shared(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """:func:`_maj_columns`, computed once per agreement pattern and shared by the groups that have it.
+def _maj_plan(codes: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_maj_columns`, computed once per agreement pattern: ``(columns of each pattern (P, B),
+    pattern of each group (G,))``.
 
     The vote depends only on which samples of a group agree, not on what they predict. Relabelling
     each sample with the position of its group's first sample that agrees with it gives every group
     with the same pattern the same row; validation sets of many prompts with few distinct answers
-    each (most RL sets) have far fewer patterns than groups.
+    each (most RL sets) have far fewer patterns than groups. Kept in this form, not expanded to one
+    row per group: (groups x resamples) integers would cost a gigabyte at 100k prompts.
     """
     first = (codes[:, :, None] == codes[:, None, :]).argmax(axis=2)  # (G, n)
     patterns, inverse = np.unique(first, axis=0, return_inverse=True)
     if len(patterns) * 2 > len(first):
-        return _maj_columns(codes, idx)
-    return _maj_columns(patterns, idx)[np.asarray(inverse).reshape(-1)]
+        return _maj_columns(codes, idx), np.arange(len(codes))
+    return _maj_columns(patterns, idx), np.asarray(inverse).reshape(-1)
+
+
+def _maj_mean_std(
+    group_vals: np.ndarray, plan: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std over the resamples of each group's majority-voted value, a chunk of groups at a
+    time (each row's reductions are the same whatever the chunk)."""
+    columns, pattern_of = plan
+    g, b = len(pattern_of), columns.shape[1]
+    mean, std = np.empty(g), np.empty(g)
+    for rows in _chunks(g, b):
+        maj = np.take_along_axis(group_vals[rows], columns[pattern_of[rows]], axis=1)
+        mean[rows] = maj.mean(axis=1)
+        std[rows] = maj.std(axis=1)
+    return mean, std
 
 
 def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -403,14 +420,14 @@ def process_validation_metrics(
                 collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1)[row_of])
                 collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1)[row_of])
                 if preds is not None and voting is not None and voting.any():
-                    cols = layout.maj_cache.get((n, k))
-                    if cols is None:
+                    plan = layout.maj_cache.get((n, k))
+                    if plan is None:
                         if pred_codes is None:
                             pred_codes = _pred_codes(preds)
-                        cols = layout.maj_cache[(n, k)] = _maj_columns_shared(pred_codes[matrix[voting]], idx)
-                    maj = np.take_along_axis(group_vals[voting], cols, axis=1)
-                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/mean", maj.mean(axis=1))
-                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/std", maj.std(axis=1))
+                        plan = layout.maj_cache[(n, k)] = _maj_plan(pred_codes[matrix[voting]], idx)
+                    maj_mean, maj_std = _maj_mean_std(group_vals[voting], plan)
+                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/mean", maj_mean)
+                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/std", maj_std)
                 if pass_k and correct is not None:
                     table = np.array([pass_at_k(n, c, k) for c in range(n + 1)])
                     collector.add(ds_of_group, gids, var, f"pass@{k}", table[correct])

@@ -52,7 +52,8 @@ class LLMJudger(BatchJudger):
     "invalid"). A reply with no verdict, or a verdict with no score, raises
     :class:`~judger.verifiers.verdicts.VerdictParseError`: a judge failure, never a silent score.
 
-    A sample whose status is not COMPLETED, or whose response is None, is not sent to the grader: it
+    A sample whose status is not COMPLETED (nor INIT, the default of a state built by hand), or whose
+    response is None, is not sent to the grader: it
     scores ``skip_score`` with ``verdict="skipped"`` and ``skip_reason`` saying why (as XTuner).
 
     Every reward holds ``score``, ``acc`` (the verdict is in ``correct_verdicts``), ``verdict`` and
@@ -144,9 +145,11 @@ class LLMJudger(BatchJudger):
         return messages
 
     def skip_reason(self, payload: JudgerPayload) -> str | None:
-        status = payload.get("status", Status.COMPLETED)
-        if Status(status) is not Status.COMPLETED:
-            return f"status is {Status(status).value}, not completed"
+        status = Status(payload.get("status", Status.COMPLETED))
+        # INIT is the default of a state built by hand: it says nothing about the rollout, and the
+        # rule presets judge such a state, so the grader does too
+        if status not in (Status.COMPLETED, Status.INIT):
+            return f"status is {status.value}, not completed"
         if payload.get("response") is None:
             return "response is None"
         return None

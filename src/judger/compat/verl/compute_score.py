@@ -88,8 +88,8 @@ def _default_compute_score(
     the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
     pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
     0 with a logged warning (``on_failure="zero"``, as verl's math_verify does on a timeout) or
-    raises (``"raise"``). A sample whose label is None scores 0.0, as verl's scorers do, with a
-    warning (or raises with ``on_failure="raise"``).
+    raises (``"raise"``); so does a sample on which a scorer raises. A sample whose label is None
+    scores 0.0, as verl's scorers do, with a warning (or raises with ``on_failure="raise"``).
 
     Returns a :class:`VerlScore` ``{"score", "acc", "pred"}`` (every route the same keys, so verl's
     managers can collect them across data sources); ``as_float=True`` returns the score alone (a
@@ -112,12 +112,20 @@ def _default_compute_score(
             options["memory_mb"] = int(memory_limit_mb)
         if route.name == "code" and sandbox_fusion_url:
             options["sandbox_fusion_url"] = sandbox_fusion_url
-        if route.runs_on_pool(compat):
-            result = _score_on_pool(
-                route, solution_str, ground_truth, extra_info, options, timeout, on_failure
-            )
-        else:
-            result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
+        try:
+            if route.runs_on_pool(compat):
+                result = _score_on_pool(
+                    route, solution_str, ground_truth, extra_info, options, timeout, on_failure
+                )
+            else:
+                result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
+        except Exception as exc:
+            # in verl an exception here ends the training step: a sample the scorer cannot handle
+            # scores 0, loudly, unless the caller asked to see it
+            if on_failure == "raise":
+                raise
+            logger.warning("judger: %s scorer failed, scoring 0: %s: %s", route.name, type(exc).__name__, exc)
+            result = {"score": 0.0, "acc": False, "pred": None}
     if as_float:
         return float(result["score"])
     if full_output:

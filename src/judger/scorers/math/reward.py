@@ -22,6 +22,7 @@ from typing import Any, Literal
 from judger.scorers.labels import missing_label
 from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
 from judger.scorers.math.grade import equivalent
+from judger.scorers.math.huge import long_number_verdict
 from judger.scorers.math.numeric import numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
 
@@ -92,6 +93,9 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     plain = markup_free(answer)
     if plain and plain == markup_free(gold):
         return True
+    verdict = long_number_verdict(answer, gold)  # converting such a number raises
+    if verdict is not None:
+        return verdict
     if numerically_equal(answer, gold):  # no LaTeX parser: the verdict cannot depend on antlr4
         return True
     return equivalent(answer, gold)

@@ -1,0 +1,203 @@
+"""What a streamed scoring run keeps of its samples once their chunk is written: columns of numbers.
+
+``judger score`` reads, judges and writes a file in chunks; the report still needs every sample's
+data_source, prompt group and reward values (the @N metrics group samples across the whole file).
+Keeping a Python object per sample would do, but each would pin the allocator's pools of the chunk
+it was made in: the process would then grow with the file however little it keeps. So a
+:class:`Tally` keeps typed arrays (a code per data_source, a hash per prompt group, a float or a
+value code per reward variable) plus counters per data_source, and builds from them exactly the
+summary :func:`judger.cli.report.summarize` builds from the states.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from judger.cli.report import _at_n, _number, examples, failure_kind, failure_reason, top_reasons_of
+from judger.core.rollout import RolloutState
+from judger.trainer.io import RowError
+from judger.trainer.metrics import (
+    Metrics,
+    _is_number,
+    data_source_name,
+    process_validation_metrics,
+    prompt_key,
+)
+
+_MISSING = -1
+
+
+def _group_hash(state: RolloutState) -> int:
+    """The prompt group as a number: equal for equal :func:`prompt_key`, different otherwise (64
+    bits: a collision among a million groups has odds of about one in 10**7)."""
+    key: Hashable = prompt_key(state)
+    try:
+        return hash((type(key).__name__, key))
+    except TypeError:
+        return hash(json.dumps(key, sort_keys=True, default=str))
+
+
+class _Column:
+    """One reward variable over the judged samples: floats while every value is a number (NaN where
+    missing), value codes from the first value that is not."""
+
+    def __init__(self, filled: int) -> None:
+        self.floats: array[float] | None = array("d", [math.nan]) * filled
+        self.codes: array[int] | None = None
+        self.values: list[Any] = []
+        self._code_of: dict[Hashable, int] = {}
+
+    def _code(self, value: Any) -> int:
+        try:
+            key: Hashable = value
+            hash(key)
+        except TypeError:
+            key = ("__unhashable__", repr(value))
+        code = self._code_of.get(key)
+        if code is None:
+            code = self._code_of[key] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def _to_codes(self) -> None:
+        assert self.floats is not None
+        self.codes = array("q", (_MISSING if math.isnan(v) else self._code(v) for v in self.floats))
+        self.floats = None
+
+    def append(self, value: Any) -> None:
+        if self.floats is not None:
+            if value is None:
+                self.floats.append(math.nan)
+                return
+            if _is_number(value):
+                self.floats.append(float(value))
+                return
+            self._to_codes()
+        assert self.codes is not None
+        self.codes.append(_MISSING if value is None else self._code(value))
+
+    def column(self) -> Any:
+        if self.floats is not None:
+            return np.frombuffer(self.floats, dtype=np.float64)
+        assert self.codes is not None
+        values = self.values
+        return [None if c == _MISSING else values[c] for c in self.codes]
+
+
+class _Source:
+    """The counters of one data_source."""
+
+    __slots__ = ("accs", "failed", "judged", "reasons", "samples", "scores", "skipped", "timed_out")
+
+    def __init__(self) -> None:
+        self.samples = self.judged = self.skipped = self.failed = self.timed_out = 0
+        self.scores: list[float] = [0.0, 0.0]  # sum, count
+        self.accs: list[float] = [0.0, 0.0]
+        self.reasons: Counter[str] = Counter()
+
+
+class Tally:
+    """Everything the report of a streamed run needs, added chunk by chunk."""
+
+    def __init__(self, k: int = 0) -> None:
+        self.errors: list[RowError] = []
+        self.examples: list[dict[str, Any]] = []
+        self.samples = 0
+        self._k = k
+        self._taken: dict[str, int] = {}
+        self._sources: dict[str, _Source] = {}
+        self._source_codes: dict[str, int] = {}
+        self._judged_source = array("i")
+        self._judged_group = array("q")
+        self._columns: dict[str, _Column] = {}
+
+    def add(self, states: Sequence[RolloutState]) -> None:
+        for state in states:
+            self._add(state)
+        if self._k:
+            for example in examples(states, self._k):
+                name = example["data_source"]
+                if self._taken.get(name, 0) < self._k:
+                    self._taken[name] = self._taken.get(name, 0) + 1
+                    self.examples.append(example)
+
+    def _add(self, state: RolloutState) -> None:
+        self.samples += 1
+        name = data_source_name(state.data_source)
+        source = self._sources.get(name)
+        if source is None:
+            source = self._sources[name] = _Source()
+            self._source_codes[name] = len(self._source_codes)
+        source.samples += 1
+        reward = state.reward
+        kind = failure_kind(state)
+        if kind is not None:
+            if kind == "timeout":
+                source.timed_out += 1
+            else:
+                source.failed += 1
+            source.reasons[failure_reason(state)] += 1
+        if reward is None:
+            if kind is None:
+                source.skipped += 1
+            return
+        source.judged += 1
+        for total, key in ((source.scores, "score"), (source.accs, "acc")):
+            value = _number(reward.get(key))
+            if value is not None:
+                total[0] += value
+                total[1] += 1
+        n = len(self._judged_source)
+        self._judged_source.append(self._source_codes[name])
+        self._judged_group.append(_group_hash(state))
+        for key in reward:
+            if key not in self._columns:
+                self._columns[key] = _Column(n)
+        for key, column in self._columns.items():
+            column.append(reward.get(key))
+
+    def metrics(self) -> Metrics:
+        """:func:`judger.trainer.metrics.compute_validation_metrics` of the samples added."""
+        names = list(self._source_codes)
+        data_sources = [names[c] for c in self._judged_source]
+        infos = {key: column.column() for key, column in self._columns.items()}
+        return process_validation_metrics(data_sources, list(self._judged_group), infos, 42)
+
+    def summary(self, elapsed_s: float, metrics: Metrics | None = None) -> dict[str, Any]:
+        """What :func:`judger.cli.report.summarize` gives for the same samples."""
+        if metrics is None:
+            metrics = self.metrics()
+        sources: dict[str, Any] = {}
+        for name, s in self._sources.items():
+            var2metric = metrics.get(name, {})
+            sources[name] = {
+                "samples": s.samples,
+                "judged": s.judged,
+                "skipped": s.skipped,
+                "failed": s.failed,
+                "timed_out": s.timed_out,
+                "mean_score": s.scores[0] / s.scores[1] if s.scores[1] else None,
+                "accuracy": s.accs[0] / s.accs[1] if s.accs[1] else None,
+                "at_n": _at_n(var2metric),
+                "metrics": var2metric,
+                "failure_reasons": top_reasons_of(s.reasons),
+            }
+        skipped = sum(v["skipped"] for v in sources.values())
+        return {
+            "samples": self.samples,
+            "judged": sum(v["judged"] for v in sources.values()),
+            "skipped": skipped,
+            "failed": sum(v["failed"] for v in sources.values()),
+            "timed_out": sum(v["timed_out"] for v in sources.values()),
+            "bad_rows": len(self.errors),
+            "elapsed_s": round(elapsed_s, 3),
+            "samples_per_s": round((self.samples - skipped) / elapsed_s, 1) if elapsed_s > 0 else None,
+            "data_sources": sources,
+        }

@@ -1,0 +1,276 @@
+"""`judger score` off the happy path: nothing scored silently, nothing held whole, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from judger.cli import score as score_cli
+from judger.cli.main import main
+from judger.cli.report import render_summary
+
+# a handler that, on the row answering "probe", records what the output's temporary file holds
+CONFIG_PROBE = """
+from pathlib import Path
+
+from judger import JudgerConfig
+
+seen = {}
+
+
+def probe(response, label, extra_info):
+    if response == "probe":
+        folder = Path(extra_info["folder"])
+        spools = list(folder.glob(".scored.*.tmp.jsonl"))
+        seen["spooled_lines"] = sum(len(p.read_text().splitlines()) for p in spools)
+        seen["final_exists"] = (folder / "scored.jsonl").exists()
+    return {"score": float(response == label), "acc": response == label}
+
+
+judger_config = JudgerConfig(judger_name="probe", reward_handler=probe)
+"""
+
+CONFIG_FLOAT = """
+from judger import JudgerConfig
+
+
+def broken(response, label, extra_info):
+    return 1.0
+
+
+judger_config = JudgerConfig(judger_name="broken", reward_handler=broken)
+"""
+
+
+def _score(
+    args: list[str], capsys: pytest.CaptureFixture[str], progress: bool = False
+) -> tuple[int, str, str]:
+    code = main(["score", *([] if progress else ["--no-progress"]), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_reads_judges_and_writes_in_chunks(
+    write_jsonl: Any,
+    row: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows of earlier chunks are on disk (in the spool, not yet the output) while a later chunk is
+    judged: the file is streamed, not held."""
+    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2, raising=False)
+    info = {"folder": str(tmp_path)}
+    rows = [row(str(i), str(i), uid=f"u{i}", extra_info=info) for i in range(6)]
+    rows.append(row("probe", "probe", uid="p", extra_info=info))
+    config = tmp_path / "probe_config.py"
+    config.write_text(CONFIG_PROBE)
+    out_path = tmp_path / "scored.jsonl"
+    code, out, _ = _score(
+        [str(write_jsonl(rows)), "-c", str(config), "-o", str(out_path), "--format", "json"], capsys
+    )
+    assert code == 0 and json.loads(out)["judged"] == 7
+    import probe_config  # loaded by the command under its file name
+
+    assert probe_config.seen == {"spooled_lines": 6, "final_exists": False}
+    written = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert [r["response"] for r in written] == [*map(str, range(6)), "probe"]
+    assert not list(tmp_path.glob(".scored.*"))  # the spool was renamed into place
+
+
+def test_a_null_response_is_failed_with_a_reason_not_scored(
+    write_jsonl: Any, row: Any, exact_match_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [row(None, "7"), row("7", "7", uid="u1")]
+    several = row("x", "7", uid="u2")
+    del several["response"]
+    several["responses"] = [None, "7"]
+    out_path = tmp_path / "scored.jsonl"
+    code, out, _ = _score(
+        [
+            str(write_jsonl([*rows, several])),
+            "-c",
+            str(exact_match_config),
+            "-o",
+            str(out_path),
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    summary = json.loads(out)
+    assert code == 3 and summary["failed"] == 2 and summary["judged"] == 2
+    assert summary["data_sources"]["toy"]["mean_score"] == 1.0  # the missing answers are not zeros
+    assert summary["data_sources"]["toy"]["failure_reasons"] == [
+        {"reason": "nothing to judge: the response is null", "count": 2}
+    ]
+    written = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert [(r["status"], r["score"]) for r in written] == [
+        ("failed", None),
+        ("completed", 1.0),
+        ("failed", None),
+        ("completed", 1.0),
+    ]
+    assert written[0]["error_msg"].endswith("nothing to judge: the response is null")
+
+
+def test_top_failure_reasons_per_source_in_json_and_under_the_table(
+    write_jsonl: Any, row: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl([row("1", "1", uid=f"u{i}") for i in range(4)])
+    config = tmp_path / "float_config.py"
+    config.write_text(CONFIG_FLOAT)
+    code, out, _ = _score([str(path), "-c", str(config), "--format", "json"], capsys)
+    reasons = json.loads(out)["data_sources"]["toy"]["failure_reasons"]
+    assert code == 3 and len(reasons) == 1 and reasons[0]["count"] == 4
+    assert "float" in reasons[0]["reason"]
+    code, out, _ = _score([str(path), "-c", str(config)], capsys)
+    under = out[out.index("failure reasons") :]
+    assert "toy: 4 failed" in under and f"4 x {reasons[0]['reason'][:40]}" in under
+
+    # the default routing, an unknown data_source: the reason names it
+    code, out, _ = _score([str(write_jsonl([row("1", "1", source="nowhere")]))], capsys)
+    assert "data_source='nowhere'" in out[out.index("failure reasons") :]
+
+
+def test_the_table_is_readable_in_80_columns() -> None:
+    row = {
+        "samples": 1024,
+        "judged": 1024,
+        "skipped": 0,
+        "failed": 12,
+        "timed_out": 3,
+        "mean_score": 0.4567,
+        "accuracy": 0.4567,
+        "at_n": {"n": 16, "variable": "acc", "mean": 0.4567, "best": 0.8912, "maj": 0.5123, "pass": 0.9346},
+        "metrics": {},
+        "failure_reasons": [],
+    }
+    summary = {
+        "samples": 2048,
+        "judged": 2048,
+        "skipped": 0,
+        "failed": 24,
+        "timed_out": 6,
+        "bad_rows": 0,
+        "elapsed_s": 2.0,
+        "samples_per_s": 1024.0,
+        "data_sources": {"DigitalLearningGmbH/MATH-lighteval": row, "openai/gsm8k": row},
+    }
+    console = Console(record=True, width=80)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    for value in ("1024", "0.457", "0.891", "0.512", "0.935", "mean@16", "pass@16"):
+        assert value in text
+
+
+def test_preset_rows_need_no_data_source(
+    write_jsonl: Any, row: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = row("#### 7", "7")
+    del r["data_source"]
+    path = write_jsonl([r])
+    code, out, _ = _score([str(path), "--preset", "gsm8k", "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["data_sources"]["<none>"]["mean_score"] == 1.0
+    # the default config routes on data_source: it is still asked for, and the message says why
+    code, _, err = _score([str(path)], capsys)
+    assert code == 2 and "'data_source'" in err and "--preset" in err
+
+
+def test_a_json_array_file_is_told_to_use_jsonl(
+    tmp_path: Path, row: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (
+        ("one_line.json", json.dumps([row("7", "7"), row("8", "7")])),
+        ("pretty.json", json.dumps([row("7", "7")], indent=2)),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        code, _, err = _score([str(path), "--preset", "gsm8k"], capsys)
+        assert code == 2 and "use JSONL" in err, err
+
+
+def test_a_utf8_bom_keeps_the_first_row(tmp_path: Path, row: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_text(
+        "\ufeff" + "\n".join(json.dumps(row(f"#### {i}", str(i), uid=f"u{i}")) for i in range(3)) + "\n"
+    )
+    code, out, err = _score([str(path), "--preset", "gsm8k", "--format", "json"], capsys)
+    summary = json.loads(out)
+    assert code == 0 and summary["samples"] == 3 and summary["bad_rows"] == 0, err
+
+
+def test_verl_rollout_data_dir_dumps_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # what verl's _dump_generations writes: the decoded prompt and response, gts, score, step, extras
+    dump = tmp_path / "12.jsonl"
+    lines = [
+        {
+            "input": "user\nWhat is 6 x 7?\nassistant\n",
+            "output": "6 x 7 = 42. #### 42",
+            "gts": "42",
+            "score": 1.0,
+            "step": 12,
+            "acc": True,
+        },
+        {
+            "input": "user\nWhat is 2 + 2?\nassistant\n",
+            "output": "#### 5",
+            "gts": "4",
+            "score": 0.0,
+            "step": 12,
+            "acc": False,
+        },
+    ]
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out_path = tmp_path / "rescored.jsonl"
+    code, out, err = _score([str(dump), "--preset", "gsm8k", "-o", str(out_path), "--format", "json"], capsys)
+    summary = json.loads(out)
+    assert code == 0 and summary["bad_rows"] == 0 and summary["judged"] == 2, err
+    assert summary["data_sources"]["<none>"]["mean_score"] == 0.5
+    written = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert written[0]["prompt"] == [{"role": "user", "content": lines[0]["input"]}]
+    assert written[0]["reward_model"] == {"ground_truth": "42"} and written[0]["step"] == 12
+    assert [r["score"] for r in written] == [1.0, 0.0]
+
+
+def test_a_lone_surrogate_is_escaped_not_the_run_lost(
+    tmp_path: Path, row: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "surrogate.jsonl"
+    # a lone surrogate in JSON text: valid JSON, decodes to a str UTF-8 cannot encode
+    path.write_text(
+        json.dumps(row("#### 7 \ud800", "7")) + "\n" + json.dumps(row("#### 3", "3", uid="u1")) + "\n"
+    )
+    out_path = tmp_path / "scored.jsonl"
+    code, _, err = _score([str(path), "--preset", "gsm8k", "-o", str(out_path), "--format", "json"], capsys)
+    assert code == 0 and "cannot write" not in err, err
+    written = [json.loads(line) for line in out_path.read_text(encoding="utf-8").splitlines()]
+    assert written[0]["response"] == "#### 7 \ud800" and written[1]["score"] == 1.0
+
+
+def test_progress_counts_rows_on_a_terminal_only(
+    write_jsonl: Any,
+    row: Any,
+    exact_match_config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = write_jsonl([row("7", "7")])
+    code, _, err = _score(
+        [str(path), "-c", str(exact_match_config), "--format", "json"], capsys, progress=True
+    )
+    assert code == 0 and err == ""  # not a terminal: no bar, no control characters
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    code, _, err = _score(
+        [str(path), "-c", str(exact_match_config), "--format", "json"], capsys, progress=True
+    )
+    assert code == 0 and re.search(r"rows", err), err
