@@ -75,7 +75,7 @@ async def test_dapo_scores_a_query_ending_with_eos_text(tmp_path: Path, compat: 
     from judger.server.openrlhf import GetRewardReader
 
     reader = GetRewardReader.build(tokenizer=qwen_like_tokenizer(tmp_path / "tok"))
-    app = create_app(DapoMathJudgerConfig(compat=compat), get_reward=reader)
+    app = create_app(DapoMathJudgerConfig(compat=compat), get_reward_reader=reader)
     with serve_asgi(app) as srv:
         right = await openrlhf_step(srv.url, PROMPT, PROMPT + "6 * 7 = 42.\nAnswer: 42<|im_end|>", "42")
         wrong = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 41<|im_end|><|endoftext|>", "42")
@@ -86,7 +86,7 @@ async def test_dapo_scores_a_query_ending_with_eos_text(tmp_path: Path, compat: 
 async def test_strip_text_given_explicitly() -> None:
     from judger.server.openrlhf import GetRewardReader
 
-    app = create_app(DapoMathJudgerConfig(), get_reward=GetRewardReader.build(strip=["<|im_end|>"]))
+    app = create_app(DapoMathJudgerConfig(), get_reward_reader=GetRewardReader.build(strip=["<|im_end|>"]))
     with serve_asgi(app) as srv:
         info = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 42<|im_end|>", "42")
     assert info["reward"] == [[1.0]]
@@ -119,7 +119,7 @@ async def test_a_leading_bos_text_is_not_a_missing_prompt() -> None:
     from judger.server.openrlhf import GetRewardReader
 
     reader = GetRewardReader.build(strip=["<s>"])
-    app = create_app(GSM8KJudgerConfig(), get_reward=reader)
+    app = create_app(GSM8KJudgerConfig(), get_reward_reader=reader)
     with serve_asgi(app) as srv:
         info = await openrlhf_step(srv.url, "Q: 10 / 2?\nA:", "<s>Q: 10 / 2?\nA: #### 5</s>", "5")
     assert info["reward"] == [[1.0]]
@@ -145,7 +145,26 @@ async def test_data_source_option_routes_every_query() -> None:
     from judger.compat.verl import default_judger_config
     from judger.server.openrlhf import GetRewardReader
 
-    app = create_app(default_judger_config(), get_reward=GetRewardReader(data_source="openai/gsm8k"))
+    app = create_app(default_judger_config(), get_reward_reader=GetRewardReader(data_source="openai/gsm8k"))
     with serve_asgi(app) as srv:
         info = await openrlhf_step(srv.url, "Q:", "Q: #### 5", "5")
     assert info["reward"] == [[1.0]] and info["judge_failed"] == [[0.0]]
+
+
+async def test_serve_options_reach_get_reward(tmp_path: Path) -> None:
+    """``judger serve --tokenizer PATH`` and ``--strip-text`` as the command line gives them."""
+    import argparse
+
+    from judger.cli import serve as serve_cli
+
+    parser = argparse.ArgumentParser()
+    serve_cli.add_arguments(parser)
+    tokenizer = qwen_like_tokenizer(tmp_path / "tok")
+    for flags in (["--tokenizer", str(tokenizer)], ["--strip-text", "<|im_end|>"]):
+        args = parser.parse_args(["--preset", "DapoMathJudgerConfig", *flags])
+        with serve_asgi(serve_cli._app(serve_cli._spec(args))) as srv:
+            info = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 42<|im_end|>", "42")
+        assert info["reward"] == [[1.0]], flags
+    missing = parser.parse_args(["--preset", "gsm8k", "--tokenizer", str(tmp_path)])
+    with pytest.raises(FileNotFoundError, match="--strip-text"):
+        serve_cli._app(serve_cli._spec(missing))

@@ -211,9 +211,14 @@ def _target(spec: dict[str, Any]) -> Any:
     return load_target(spec["config"], overrides)
 
 
+def _get_reward_reader(spec: dict[str, Any]) -> Any:
+    from judger.server.openrlhf import GetRewardReader
+
+    return GetRewardReader.build(**spec["get_reward"])
+
+
 def _app(spec: dict[str, Any]) -> Any:
     from judger.server.app import create_app
-    from judger.server.openrlhf import GetRewardReader
 
     return create_app(
         _target(spec),
@@ -226,7 +231,7 @@ def _app(spec: dict[str, Any]) -> Any:
         failure_reward=spec["failure_reward"],
         batch_window=spec["batch_window"],
         log_keys=spec["log_keys"],
-        get_reward=GetRewardReader.build(**spec["get_reward"]),
+        get_reward_reader=_get_reward_reader(spec),
     )
 
 
@@ -269,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
             factory = False
         else:
             _target(spec)  # fail here, once, rather than in every worker
+            _get_reward_reader(spec)
             os.environ[_SPEC_ENV] = json.dumps(spec)
             app, factory = "judger.cli.serve:app_from_env", True
     except (ValueError, TypeError, ImportError, OSError) as exc:

@@ -205,7 +205,7 @@ def create_app(
     max_batch: int = 256,
     log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
     micro_batch: bool | None = None,
-    get_reward: GetRewardReader | None = None,
+    get_reward_reader: GetRewardReader | None = None,
 ) -> FastAPI:
     """Serve ``judger`` (a built judger, or a config built here) over HTTP.
 
@@ -231,7 +231,7 @@ def create_app(
       (0: the same event-loop turn) are judged as one batch of at most ``max_batch``.
       ``micro_batch``: whether to (default: for preset judgers, whose batches keep a deadline per
       sample; a generic Judger's batch call shares one deadline, so it is judged one by one).
-    - ``get_reward``: how ``/get_reward`` reads OpenRLHF's queries (special-token text to strip, the
+    - ``get_reward_reader``: how ``/get_reward`` reads OpenRLHF's queries (special-token text to strip, the
       data_source of queries without one); a query that does not start with its prompt is always
       a failed sample (:mod:`judger.server.openrlhf`).
 
@@ -256,7 +256,7 @@ def create_app(
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
     field_judger = live if isinstance(live, InlineScorerJudger) and live.judges_fields() else None
     log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
-    reader = get_reward or GetRewardReader()
+    reader = get_reward_reader or GetRewardReader()
     reader.check(live)
 
     def read_queries(body: Any) -> list[RolloutState]:

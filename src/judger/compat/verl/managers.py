@@ -152,7 +152,7 @@ class VerlCall:
 class AsyncVerlCall(VerlCall):
     """:class:`VerlCall` over an ``async def`` function: awaited, as verl's managers await it."""
 
-    async def __call__(  # type: ignore[override]
+    async def __call__(
         self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None
     ) -> Any:
         return verl_result(
@@ -305,6 +305,7 @@ class NaiveRewardManager:
                     )
                 self.failures.record(state, self.failure_score)
             full = result_of(state, self.failure_score, None)
+            info: dict[str, Any]
             if self.defaults.as_float:
                 info = {"acc": float(full["score"])}
             else:
