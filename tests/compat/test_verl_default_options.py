@@ -51,3 +51,27 @@ def test_code_config_takes_either_url_form() -> None:
     for url in ("http://h:8080/run_code", "http://h:8080/run_code/", "http://h:8080/", "http://h:8080"):
         config = CodeJudgerConfig(backend="sandbox_fusion", sandbox_fusion_url=url)
         assert config.sandbox_fusion_url == "http://h:8080"
+
+
+def test_batch_function_honours_or_refuses_every_keyword() -> None:
+    from judger.compat.verl import default_compute_score_batch
+    from judger.testing import serve_asgi
+    from judger.testing.fake_sandbox_fusion import FakeSandboxFusion
+
+    fake = FakeSandboxFusion()
+    tests = {"inputs": ["1 2"], "outputs": ["3"]}
+    code = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    with serve_asgi(fake.app) as server:
+        out = default_compute_score_batch(
+            ["codecontests"],
+            [code],
+            [tests],
+            sandbox_fusion_url=server.url + "/run_code",
+            memory_limit_mb=300,
+        )
+    assert out[0]["score"] == 1.0 and [r["memory_limit_MB"] for r in fake.requests] == [300]
+    with pytest.raises(TypeError, match="sandbox_url"):
+        default_compute_score_batch(["openai/gsm8k"], ["#### 1"], ["1"], sandbox_url="http://x")
+    with pytest.raises(ValueError, match="no_such_source"):
+        default_compute_score_batch(["no_such_source"], ["#### 1"], ["1"], on_failure="raise")
+    assert default_compute_score_batch(["openai/gsm8k"], ["#### 1"], ["1"], as_float=True) == [1.0]
