@@ -17,8 +17,13 @@ identical answers are graded once and heavy scorers share the process pool). ver
 
 Which judger: verl's or judger's ``default_compute_score`` (verl's default when no
 ``reward.custom_reward_function`` is set) becomes judger's router by ``data_source``
-(:func:`~judger.compat.verl.router.default_judger_config`); any other ``compute_score`` is judged as a
-verl-style handler. Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
+(:func:`~judger.compat.verl.router.default_judger_config`), with the options bound on it (verl's
+``reward.sandbox_fusion`` settings, ``custom_reward_function.reward_kwargs``) applied or refused by
+name (:mod:`.default_options`); any other ``compute_score`` is called as verl's managers call it
+(``async def`` awaited, ``reward_router_address`` / ``reward_model_tokenizer`` passed when verl
+serves a reward model, ``extra_info`` with verl's ``num_turns``, ``rollout_reward_scores`` and
+``tool_extra_fields``, a float result also recorded as ``acc``).
+Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
 constructor's keyword arguments: ``compat`` (``"verl"``: verl's scores), ``failure_score`` (the
 reward of a sample judger cannot score, default 0.0, logged with its reason), ``reward_extra_keys``
 (the ``reward_extra_info`` keys; default ``score, acc, pred, judge_failure`` -- ``acc`` makes verl's
