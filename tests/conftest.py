@@ -116,3 +116,26 @@ def exact_match_config(tmp_path: Path) -> Path:
         ")\n"
     )
     return path
+
+
+def _parity_table(name: str) -> dict[tuple[str, ...], str]:
+    """The README's ``<!-- parity: name -->`` table: ``{(where..., field): what judger does}``; the
+    field is the backticked name (a row without one, such as "dataset columns", keys by its text)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    lines = readme[readme.index(f"<!-- parity: {name} -->") :].splitlines()[1:]
+    rows: dict[tuple[str, ...], str] = {}
+    for line in lines[2:]:  # after the header and its separator
+        if not line.strip().startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        key = tuple(cell.strip("`") for cell in cells[:-1])
+        assert key not in rows, f"README parity table {name!r}: {key} listed twice"
+        rows[key] = cells[-1]
+    assert rows, f"README parity table {name!r} is empty"
+    return rows
+
+
+@pytest.fixture(scope="session")
+def parity_table() -> Callable[[str], dict[tuple[str, ...], str]]:
+    """Reads a README parity table (see :func:`_parity_table`)."""
+    return _parity_table

@@ -302,3 +302,21 @@ def test_own_process_json_mode_never_imports_rich(toy_file: Path, exact_match_co
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "RESULT 0 True []" in proc.stderr
+
+
+@pytest.mark.parametrize("compat", [None, "verl"])
+def test_gsm8k_worked_solution_labels_read_as_final_answer(write_jsonl, row, capsys, compat) -> None:
+    """openai/gsm8k ships ``answer`` as a worked solution ending ``#### <answer>``: a row carrying it as
+    the label is scored against that final answer, by the routing default and the preset alike."""
+    solution = "She sold 48 / 2 = 24 in May.\nSo 48 + 24 = 72 in all.\n#### 72"
+    path = write_jsonl(
+        [
+            row("so 48 + 24 = 72\n#### 72", solution, source="openai/gsm8k"),
+            row("#### 71", solution, source="openai/gsm8k"),
+            row("#### 1200", "So 1,000 + 200 = 1,200.\n#### 1,200", source="openai/gsm8k"),
+        ]
+    )
+    for how in (["--compat", compat] if compat else [], ["--preset", "gsm8k"]):
+        code, out, _ = _score([str(path), *how, "--format", "json"], capsys)
+        summary = json.loads(out)["data_sources"]["openai/gsm8k"]
+        assert code == 0 and summary["mean_score"] == pytest.approx(2 / 3), how

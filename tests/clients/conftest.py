@@ -38,6 +38,29 @@ def byte_tokenizer(directory: Path | None = None) -> Any:
     return fast
 
 
+def tiny_causal_lm(tokenizer: Any) -> Any:
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+    return AutoModelForCausalLM.from_config(config)
+
+
+@pytest.fixture(scope="session")
+def make_lm() -> Any:
+    return tiny_causal_lm
+
+
 @pytest.fixture
 def tokenizer() -> Any:
     return byte_tokenizer()

@@ -10,25 +10,7 @@ import pytest
 from judger.compat.trl import judger_reward
 
 
-def tiny_model(tokenizer: Any) -> Any:
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.eos_token_id,
-    )
-    return AutoModelForCausalLM.from_config(config)
-
-
-def run_grpo(tmp_path: Path, tokenizer: Any, dataset: Any, reward: Any) -> list[dict[str, Any]]:
+def run_grpo(tmp_path: Path, tokenizer: Any, dataset: Any, reward: Any, model: Any) -> list[dict[str, Any]]:
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(
@@ -46,7 +28,7 @@ def run_grpo(tmp_path: Path, tokenizer: Any, dataset: Any, reward: Any) -> list[
         seed=0,
     )
     trainer = GRPOTrainer(
-        model=tiny_model(tokenizer),
+        model=model,
         reward_funcs=[reward],
         args=args,
         train_dataset=dataset,
@@ -57,7 +39,7 @@ def run_grpo(tmp_path: Path, tokenizer: Any, dataset: Any, reward: Any) -> list[
 
 
 @pytest.mark.slow
-def test_grpo_trains_two_steps_and_logs_judger_acc(tmp_path: Path, tokenizer: Any) -> None:
+def test_grpo_trains_two_steps_and_logs_judger_acc(tmp_path: Path, tokenizer: Any, make_lm: Any) -> None:
     from datasets import Dataset
 
     dataset = Dataset.from_list(
@@ -68,8 +50,8 @@ def test_grpo_trains_two_steps_and_logs_judger_acc(tmp_path: Path, tokenizer: An
             {"prompt": "4 + 4 = ?", "reward_model": {"ground_truth": "8"}},
         ]
     )
-    reward = judger_reward("gsm8k", failure_reward=-1.0)
-    logs = run_grpo(tmp_path, tokenizer, dataset, reward)
+    reward = judger_reward("gsm8k", failure_reward=-1.0, name="judger")
+    logs = run_grpo(tmp_path, tokenizer, dataset, reward, make_lm(tokenizer))
     steps = [entry for entry in logs if "judger/acc" in entry]
     assert len(steps) == 2
     assert all(0.0 <= entry["judger/acc"] <= 1.0 for entry in steps)
@@ -80,13 +62,13 @@ def test_grpo_trains_two_steps_and_logs_judger_acc(tmp_path: Path, tokenizer: An
 
 
 @pytest.mark.slow
-def test_grpo_with_chat_prompts_and_a_sync_reward(tmp_path: Path, tokenizer: Any) -> None:
+def test_grpo_with_chat_prompts_and_a_sync_reward(tmp_path: Path, tokenizer: Any, make_lm: Any) -> None:
     from datasets import Dataset
 
     dataset = Dataset.from_list(
         [{"prompt": [{"role": "user", "content": f"{i} + 1 = ?"}], "solution": str(i + 1)} for i in range(4)]
     )
     reward = judger_reward("gsm8k", failure_reward=0.0, asynchronous=False, name="gsm8k")
-    logs = run_grpo(tmp_path, tokenizer, dataset, reward)
+    logs = run_grpo(tmp_path, tokenizer, dataset, reward, make_lm(tokenizer))
     steps = [entry for entry in logs if "gsm8k/acc" in entry]
     assert len(steps) == 2 and all(entry["gsm8k/failures"] == 0 for entry in steps)

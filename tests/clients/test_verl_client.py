@@ -7,6 +7,7 @@ they point at, and compares token-level rewards with verl's own scorer in ``comp
 from __future__ import annotations
 
 import asyncio
+import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -75,15 +76,25 @@ def compose(overrides: list[str], model_dir: Path) -> Any:
         )
 
 
-def reward_loop_scores(config: Any) -> tuple[torch.Tensor, list[dict[str, Any]]]:
-    """What verl's trainer does per step: its RewardLoopWorker scores a chunk, the manager class assembles."""
+def reward_loop_scores(
+    config: Any,
+    samples: list[tuple[str, str, Any]] = SAMPLES,
+    fields: dict[str, list[Any]] | None = None,
+    reward_router_address: str | None = None,
+) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+    """What verl's trainer does per step: its RewardLoopWorker scores a chunk, the manager class assembles.
+
+    ``fields`` are more ``non_tensor_batch`` columns (what verl's agent loop adds to a rollout);
+    ``reward_router_address`` is what verl hands the worker when a reward model serves."""
     from verl.experimental.reward_loop import RewardLoopWorker
     from verl.trainer.ppo.reward import resolve_reward_manager_cls
 
     # a fresh actor process: its own event loop (verl's prime manager closes the loop it leaves set)
     asyncio.set_event_loop(asyncio.new_event_loop())
-    worker = RewardLoopWorker(config)
-    data = make_data(worker.input_tokenizer)
+    worker = RewardLoopWorker(config, reward_router_address)
+    data = make_data(worker.input_tokenizer, samples)
+    for key, values in (fields or {}).items():
+        data.non_tensor_batch[key] = np.array([*values, None], dtype=object)[:-1]  # one object per row
     # a Ray actor runs every call on the loop its managers captured at construction
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
     scores = [out["reward_score"] for out in outputs]
@@ -327,3 +338,163 @@ def byte_tokenizer_for(model_dir: Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_dir)
+
+
+# --- parity: every argument and field verl hands a reward function reaches it -------------------
+
+FUNCTIONS = """
+import asyncio
+
+
+def _gsm8k(solution_str, ground_truth):
+    return 1.0 if solution_str.strip().endswith("#### " + str(ground_truth)) else 0.0
+
+
+async def async_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    await asyncio.sleep(0)
+    return {"score": _gsm8k(solution_str, ground_truth), "acc": True}
+
+
+def turns_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    score = _gsm8k(solution_str, ground_truth) - 0.25 * extra_info["num_turns"]
+    return score + extra_info["rollout_reward_scores"]["tool"] + extra_info["tool_bonus"]
+
+
+def genrm_score(data_source, solution_str, ground_truth, extra_info=None, reward_router_address=None,
+                reward_model_tokenizer="not passed", **kwargs):
+    return 1.0 if reward_router_address == "127.0.0.1:9" and reward_model_tokenizer is None else 0.0
+
+
+def float_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    return _gsm8k(solution_str, ground_truth)
+"""
+GSM8K_ROWS = [
+    ("openai/gsm8k", "so 3 + 4 = 7.\n#### 7", "7"),
+    ("openai/gsm8k", "I think #### 8", "7"),
+    ("openai/gsm8k", "6 + 1 is #### 7", "7"),
+]
+JUDGER_NAIVE = [*MANAGER, "reward.reward_manager.name=NaiveRewardManager"]
+
+
+def custom_function(tmp_path: Path, name: str) -> list[str]:
+    path = tmp_path / "functions.py"
+    path.write_text(FUNCTIONS)
+    return [f"reward.custom_reward_function.path={path}", f"reward.custom_reward_function.name={name}"]
+
+
+def verl_and_judger(model_dir: Path, keys: list[str], **kwargs: Any) -> tuple[Any, Any]:
+    """(verl's naive manager, judger's) on the same rows with the same config keys."""
+    theirs = reward_loop_scores(compose(keys, model_dir), **kwargs)
+    ours = reward_loop_scores(compose([*JUDGER_NAIVE, *keys], model_dir), **kwargs)
+    return theirs, ours
+
+
+def rewards(scores: torch.Tensor) -> list[float]:
+    return [round(float(v), 6) for v in scores.sum(dim=1)]
+
+
+def test_async_compute_score_is_awaited(model_dir: Path, tmp_path: Path) -> None:
+    (theirs, _), (ours, out) = verl_and_judger(
+        model_dir, custom_function(tmp_path, "async_score"), samples=GSM8K_ROWS
+    )
+    assert rewards(theirs) == [1.0, 0.0, 1.0]
+    assert rewards(ours) == rewards(theirs)
+    assert [o["reward_extra_info"]["judge_failure"] for o in out] == [None] * 3
+
+
+def test_extra_info_carries_what_verl_adds(model_dir: Path, tmp_path: Path) -> None:
+    """verl's agent loop puts ``__num_turns__``, ``reward_scores`` and ``tool_extra_fields`` on a
+    rollout; its naive manager hands them to the function inside ``extra_info``."""
+    fields = {
+        "__num_turns__": [2, 2, 2],
+        "reward_scores": [{"tool": 0.5}] * 3,
+        "tool_extra_fields": [{"tool_bonus": 0.25}] * 3,
+    }
+    keys = custom_function(tmp_path, "turns_score")
+    (theirs, _), (ours, _) = verl_and_judger(model_dir, keys, samples=GSM8K_ROWS, fields=fields)
+    assert rewards(theirs) == [1.25, 0.25, 1.25]
+    assert rewards(ours) == rewards(theirs)
+
+
+def test_genrm_arguments_are_passed(model_dir: Path, tmp_path: Path) -> None:
+    keys = custom_function(tmp_path, "genrm_score")
+    (theirs, _), (ours, _) = verl_and_judger(
+        model_dir, keys, samples=GSM8K_ROWS, reward_router_address="127.0.0.1:9"
+    )
+    assert rewards(theirs) == [1.0, 1.0, 1.0]
+    assert rewards(ours) == rewards(theirs)
+
+
+def test_float_result_records_acc_as_verl_does(model_dir: Path, tmp_path: Path) -> None:
+    (_, their_out), (_, our_out) = verl_and_judger(
+        model_dir, custom_function(tmp_path, "float_score"), samples=GSM8K_ROWS
+    )
+    assert [o["reward_extra_info"]["acc"] for o in their_out] == [1.0, 0.0, 1.0]
+    assert [o["reward_extra_info"]["acc"] for o in our_out] == [1.0, 0.0, 1.0]
+
+
+ADD = json.dumps({"inputs": ["1 2", "3 4"], "outputs": ["3", "7"]})
+CODE_ROWS = [
+    ("codecontests", "```python\na, b = map(int, input().split())\nprint(a + b)\n```", ADD),
+    ("codecontests", "```python\nprint(0)\n```", ADD),
+]
+JUDGER_DEFAULT = [
+    "reward.custom_reward_function.path=pkg://judger.compat.verl",
+    "reward.custom_reward_function.name=default_compute_score",
+]
+
+
+@pytest.fixture
+def sandbox_fusion() -> Any:
+    from judger.testing import serve_asgi
+    from judger.testing.fake_sandbox_fusion import FakeSandboxFusion
+
+    fake = FakeSandboxFusion()
+    with serve_asgi(fake.app) as server:
+        fake.url = server.url  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.mark.parametrize("suffix", ["/run_code", ""])
+def test_sandbox_fusion_config_runs_code_on_that_server(
+    model_dir: Path, sandbox_fusion: Any, suffix: str
+) -> None:
+    """``reward.sandbox_fusion.url`` (verl's form names the endpoint) and ``memory_limit_mb``."""
+    keys = [
+        f"reward.sandbox_fusion.url={sandbox_fusion.url}{suffix}",
+        "reward.sandbox_fusion.memory_limit_mb=512",
+    ]
+    ours, out = reward_loop_scores(compose([*JUDGER_NAIVE, *keys], model_dir), samples=CODE_ROWS)
+    assert rewards(ours) == [1.0, 0.0]
+    assert sandbox_fusion.requests and {r["memory_limit_MB"] for r in sandbox_fusion.requests} == {512}
+    assert [o["reward_extra_info"]["judge_failure"] for o in out] == [None, None]
+
+
+@pytest.mark.parametrize("suffix", ["/run_code", ""])
+def test_sandbox_fusion_reward_kwargs_run_code_on_that_server(
+    model_dir: Path, sandbox_fusion: Any, suffix: str
+) -> None:
+    keys = [
+        *JUDGER_DEFAULT,
+        f"+reward.custom_reward_function.reward_kwargs.sandbox_fusion_url={sandbox_fusion.url}{suffix}",
+    ]
+    theirs, _ = reward_loop_scores(compose(keys, model_dir), samples=CODE_ROWS)
+    sent_by_verl = len(sandbox_fusion.requests)
+    ours, _ = reward_loop_scores(compose([*JUDGER_NAIVE, *keys], model_dir), samples=CODE_ROWS)
+    assert rewards(theirs) == rewards(ours) == [1.0, 0.0]
+    assert len(sandbox_fusion.requests) > sent_by_verl  # judger's manager ran them there too
+
+
+def test_default_function_options_are_honoured(model_dir: Path) -> None:
+    rows = [*GSM8K_ROWS, ("no_such_source", "#### 7", "7")]
+    raising = [*JUDGER_DEFAULT, "+reward.custom_reward_function.reward_kwargs.on_failure=raise"]
+    with pytest.raises(NotImplementedError):  # verl's manager lets the function raise
+        reward_loop_scores(compose(raising, model_dir), samples=rows)
+    with pytest.raises(ValueError, match="no_such_source"):
+        reward_loop_scores(compose([*JUDGER_NAIVE, *raising], model_dir), samples=rows)
+    as_float = [*JUDGER_DEFAULT, "+reward.custom_reward_function.reward_kwargs.as_float=true"]
+    (_, their_out), (_, our_out) = verl_and_judger(model_dir, as_float, samples=GSM8K_ROWS)
+    assert [o["reward_extra_info"] for o in our_out] == [o["reward_extra_info"] for o in their_out]
+    bogus = [*JUDGER_NAIVE, *JUDGER_DEFAULT, "+reward.custom_reward_function.reward_kwargs.bogus=1"]
+    with pytest.raises(TypeError, match="bogus"):
+        reward_loop_scores(compose(bogus, model_dir), samples=GSM8K_ROWS)

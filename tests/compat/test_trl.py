@@ -44,7 +44,7 @@ def trl_call(fn: Any, completions: list[Any], log: Log, **columns: Any) -> list[
 
 def test_string_completions_verl_layout_labels_and_metrics() -> None:
     log = Log()
-    fn = judger_reward("gsm8k", failure_reward=-0.5)
+    fn = judger_reward("gsm8k", failure_reward=-0.5, name="judger")
     assert isinstance(fn, AsyncJudgerReward) and inspect.iscoroutinefunction(fn.__call__)
     rewards = trl_call(
         fn,

@@ -106,6 +106,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     serve_limits.add_arguments(parser)
     parser.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="/get_reward: the tokenizer directory of the policy (OpenRLHF's --pretrain); its special-token "
+        "text is stripped from each response, as OpenRLHF sends it decoded with special tokens",
+    )
+    parser.add_argument(
+        "--strip-text",
+        dest="strip_texts",
+        action="append",
+        metavar="TEXT",
+        help="/get_reward: a text to strip from each response, e.g. '<|im_end|>' (repeatable)",
+    )
+    parser.add_argument(
+        "--data-source",
+        metavar="NAME",
+        help="/get_reward: the data_source of every query that carries none (OpenRLHF sends none); "
+        "a routing config needs it, or --data-sources-sent",
+    )
+    parser.add_argument(
+        "--data-sources-sent",
+        action="store_true",
+        help="/get_reward: the client sends data_sources (OpenRLHF does not), so a routing config may serve",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     parser.add_argument(
@@ -172,6 +196,12 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
         "failure_reward": _failure_reward(args.failure_reward),
         "batch_window": args.batch_window,
         "log_keys": args.log_keys or ["acc"],
+        "get_reward": {
+            "tokenizer": args.tokenizer,
+            "strip": args.strip_texts or [],
+            "data_source": args.data_source,
+            "data_sources_sent": args.data_sources_sent,
+        },
     }
 
 
@@ -182,6 +212,12 @@ def _target(spec: dict[str, Any]) -> Any:
     if spec["preset"]:
         return load_preset(spec["preset"], overrides)
     return load_target(spec["config"], overrides)
+
+
+def _get_reward_reader(spec: dict[str, Any]) -> Any:
+    from judger.server.openrlhf import GetRewardReader
+
+    return GetRewardReader.build(**spec["get_reward"])
 
 
 def _app(spec: dict[str, Any]) -> Any:
@@ -198,6 +234,7 @@ def _app(spec: dict[str, Any]) -> Any:
         failure_reward=spec["failure_reward"],
         batch_window=spec["batch_window"],
         log_keys=spec["log_keys"],
+        get_reward_reader=_get_reward_reader(spec),
     )
 
 
@@ -241,9 +278,10 @@ def _run(args: argparse.Namespace) -> int:
             factory = False
         else:
             _target(spec)  # fail here, once, rather than in every worker
+            _get_reward_reader(spec)
             os.environ[_SPEC_ENV] = json.dumps(spec)
             app, factory = "judger.cli.serve:app_from_env", True
-    except (ValueError, TypeError, ImportError) as exc:
+    except (ValueError, TypeError, ImportError, OSError) as exc:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
     # uvicorn's own limits: idle keep-alive connections close after 5 s and headers are capped by

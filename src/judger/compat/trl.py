@@ -9,10 +9,12 @@ TRL calls a reward function with ``prompts``, ``completions`` (strings, or chat 
 ``completion_ids``, every dataset column as a keyword (one value per completion), ``trainer_state``,
 ``log_metric`` and ``log_extra``. The function here:
 
-- reads the completion's text (a string, or the last assistant message's content, text parts joined);
+- reads the completion's text (a string, or the last assistant message's content, text parts joined)
+  and its tokens (``completion_ids``, the ``response_ids`` a preset counting tokens reads);
 - reads the label from ``label_key`` -- by default ``reward_model["ground_truth"]`` (verl's layout),
   then a ``ground_truth`` or ``solution`` column -- and ``data_source`` / ``extra_info`` columns when
-  the dataset has them (a verl-layout dataset routes with ``judger_reward("verl")``);
+  the dataset has them (a verl-layout dataset routes with ``judger_reward("verl")``); a GSM8K
+  ``answer`` column (the worked solution ending ``#### 72``) is read as its final answer;
 - judges the whole batch in one ``batch_judge`` call; its reward is the judger's ``score``;
 - gives a sample judger cannot score ``failure_reward``, a number the user chooses (never None: TRL
   would turn it into NaN and drop it with a generic warning), and logs the failure's message;
@@ -41,7 +43,33 @@ from judger.judgers.config import JudgerConfig
 logger = logging.getLogger(__name__)
 
 DEFAULT_LABEL_KEYS = ("reward_model.ground_truth", "ground_truth", "solution")
-TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
+TRL_ARGUMENTS = (
+    "prompts",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_metric",
+    "log_extra",
+    "environments",
+)
+"""What GRPOTrainer passes besides the dataset columns (see the README's TRL field table)."""
+_names_taken: dict[str, int] = {}
+
+
+def default_name(source: Any, judger: BaseJudger) -> str:
+    """``judger_<preset>`` (``judger_gsm8k``), numbered from the second one in a process
+    (``judger_gsm8k_2``): TRL logs each reward function under its name, so two functions sharing
+    one would write the same series."""
+    if isinstance(source, str) and not source.startswith(("http://", "https://")):
+        stem = source.lower().removesuffix("judgerconfig")
+    elif isinstance(source, str):
+        stem = "remote"
+    else:
+        stem = judger.get_judger_name().lower().rsplit("/", 1)[-1]
+    stem = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "reward"
+    base = f"judger_{stem}"
+    _names_taken[base] = count = _names_taken.get(base, 0) + 1
+    return base if count == 1 else f"{base}_{count}"
 
 
 def resolve_judger(source: Any) -> BaseJudger:
@@ -151,6 +179,8 @@ class JudgerReward:
         self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]
     ) -> list[RolloutState]:
         rows = {k: v for k, v in columns.items() if k not in TRL_ARGUMENTS and isinstance(v, Sequence)}
+        # the completion's tokens: a preset that counts them (DAPO's overlong buffer) reads response_ids
+        ids = columns.get("completion_ids")
         out = []
         for i, completion in enumerate(completions):
             prompt = prompts[i] if i < len(prompts) else None
@@ -166,6 +196,7 @@ class JudgerReward:
                     data_source=rows["data_source"][i] if "data_source" in rows else None,
                     status=Status.COMPLETED,
                     extra_fields={"extra_info": dict(extra)} if isinstance(extra, Mapping) else {},
+                    response_ids=list(ids[i]) if ids is not None and i < len(ids) else None,
                 )
             )
         return out
@@ -242,7 +273,7 @@ def judger_reward(
     *,
     failure_reward: float,
     label_key: str | Sequence[str] | None = None,
-    name: str = "judger",
+    name: str | None = None,
     asynchronous: bool = True,
     log_metrics: bool = True,
 ) -> JudgerReward:
@@ -253,13 +284,16 @@ def judger_reward(
     failure should teach the policy). ``label_key`` is a column (``"answer"``) or a nested key
     (``"reward_model.ground_truth"``), or a list tried in order; the default reads
     ``reward_model["ground_truth"]``, then ``ground_truth``, then ``solution``. ``name`` names the
-    reward in TRL's logs (``rewards/<name>/mean``) and prefixes judger's metrics.
+    reward in TRL's logs (``rewards/<name>/mean``) and prefixes judger's metrics; by default
+    ``judger_<preset>`` (``judger_gsm8k``), numbered when a process makes several
+    (``judger_gsm8k_2``), so two judger rewards in one ``reward_funcs`` never share a log series.
     """
     cls: Callable[..., JudgerReward] = AsyncJudgerReward if asynchronous else JudgerReward
+    judger = resolve_judger(source)
     return cls(
-        resolve_judger(source),
+        judger,
         failure_reward=failure_reward,
         label_key=label_key,
-        name=name,
+        name=name if name is not None else default_name(source, judger),
         log_metrics=log_metrics,
     )

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from judger.core.deadlines import judge_deadline
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
@@ -15,7 +15,7 @@ from judger.core.judger import JudgerPayload as Payload
 from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
-from judger.scorers.code import compute_score, score_async
+from judger.scorers.code import compute_score, sandbox_fusion_base, score_async
 
 
 def sample_budget(timeout: float) -> float:
@@ -145,6 +145,11 @@ class CodeJudgerConfig(ScorerJudgerConfig):
             processes=self.processes,
             isolation=self.isolation,
         )
+
+    @field_validator("sandbox_fusion_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        return sandbox_fusion_base(url) if url else url
 
     @model_validator(mode="after")
     def _backend_needs_its_url(self) -> CodeJudgerConfig:

@@ -272,6 +272,16 @@ def _empty(code: str | None, n: int, status: str, error: str = "") -> dict[str, 
     }
 
 
+def sandbox_fusion_base(url: str) -> str:
+    """The server's base URL from either form users give: verl's configs name the endpoint itself
+    (``http://host:8080/run_code``, which verl posts to as is), judger's the server
+    (``http://host:8080``, to which the client adds ``/run_code``)."""
+    base = url.strip().rstrip("/")
+    if base.endswith("/run_code"):
+        base = base[: -len("/run_code")]
+    return base
+
+
 async def score_async(
     solution_str: str,
     ground_truth: Any,
@@ -306,6 +316,8 @@ async def score_async(
     if n == 0:
         return _empty(code, 0, "failed", "no tests")
     limits = limits or SandboxLimits()
+    if sandbox_fusion_url:
+        sandbox_fusion_url = sandbox_fusion_base(sandbox_fusion_url)
     run = (
         partial(run_tests_remote, sandbox_fusion_url)
         if sandbox_fusion_url

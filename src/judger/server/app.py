@@ -51,6 +51,7 @@ from judger.server.models import (
     RewardRequest,
     RewardResponse,
 )
+from judger.server.openrlhf import GetRewardReader, judge_readable
 from judger.server.requests import get_reward_states, judge_items_json, judge_states, reward_state
 from judger.server.states import twin
 from judger.server.statuses import REWARD_FAILURES, failure_status
@@ -205,6 +206,7 @@ def create_app(
     max_batch: int = 256,
     log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
     micro_batch: bool | None = None,
+    get_reward_reader: GetRewardReader | None = None,
 ) -> FastAPI:
     """Serve ``judger`` (a built judger, or a config built here) over HTTP.
 
@@ -230,6 +232,9 @@ def create_app(
       (0: the same event-loop turn) are judged as one batch of at most ``max_batch``.
       ``micro_batch``: whether to (default: for preset judgers, whose batches keep a deadline per
       sample; a generic Judger's batch call shares one deadline, so it is judged one by one).
+    - ``get_reward_reader``: how ``/get_reward`` reads OpenRLHF's queries (special-token text to strip, the
+      data_source of queries without one); a query that does not start with its prompt is always
+      a failed sample (:mod:`judger.server.openrlhf`).
 
     The judger is closed when the server shuts down unless ``close_judger`` is False.
     """
@@ -252,6 +257,11 @@ def create_app(
     batcher = MicroBatcher(live, window=batch_window, max_batch=max_batch if micro_batch else 1)
     field_judger = live if isinstance(live, InlineScorerJudger) and live.judges_fields() else None
     log_keys = tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed")))
+    reader = get_reward_reader or GetRewardReader()
+    reader.check(live)
+
+    def read_queries(body: Any) -> list[RolloutState]:
+        return get_reward_states(body, reader)
 
     parsers: list[ProcessPool] = []  # the processes that parse costly bodies, started on first need
 
@@ -427,11 +437,12 @@ def create_app(
         ``data_sources`` routes each sample in a composed judger."""
         return _json(*reversed(await do_get_reward(await request.body(), b"")))
 
+    async def judge_many(states: list[RolloutState]) -> list[RolloutState]:
+        return await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
+
     async def do_get_reward(body: bytes, query: bytes) -> tuple[int, Any]:
-        states = await parsed(body, get_reward_states)
-        judged = (
-            await live.batch_judge(states) if len(states) > 1 else [await batcher.judge(s) for s in states]
-        )
+        states = await parsed(body, read_queries)
+        judged = await judge_readable(states, judge_many)
         failures = recorder.record_many(judged)
         if failure_reward is None and any(failures):
             timeout = all(f is None or f["kind"] == "timeout" for f in failures)

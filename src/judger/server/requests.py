@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from judger.core.rollout import RolloutState, Status
 from judger.server.body import BodyError, BodyLimits, echo
+from judger.server.openrlhf import GetRewardReader
 from judger.server.states import twin, validate_json_items
 
 # at most this many validation errors are reported, each without the offending input
@@ -165,10 +166,15 @@ def judge_states(body: Any) -> tuple[list[RolloutState], bool]:
         raise BodyError(validation_message(exc, "" if many else "body", indexed=many)) from None
 
 
-def get_reward_states(body: Any) -> list[RolloutState]:
+PLAIN_READER = GetRewardReader()
+
+
+def get_reward_states(body: Any, reader: GetRewardReader = PLAIN_READER) -> list[RolloutState]:
     """OpenRLHF's ``/get_reward``: ``{"query", "prompts", "labels", "data_sources"}`` -> states.
 
-    The response is what follows the prompt in the query. OpenRLHF sends ``""`` for a sample
+    The response is what follows the prompt in the query, read by ``reader``
+    (:class:`~judger.server.openrlhf.GetRewardReader`: a query without its prompt is FAILED, and
+    special-token text is stripped). OpenRLHF sends ``""`` for a sample
     without a label; it reaches the judger as a missing label (None), as it would through
     ``/reward``, so a judger that needs one fails that sample with its own message.
     """
@@ -190,21 +196,15 @@ def get_reward_states(body: Any) -> list[RolloutState]:
     prompts = _string_list(columns["prompts"], "prompts", nullable=True) if "prompts" in columns else None
     labels = columns.get("labels")
     sources = columns.get("data_sources")
-    states = []
-    for i, query in enumerate(queries):
-        prompt = prompts[i] if prompts else None
-        response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-        label = labels[i] if labels is not None else None
-        states.append(
-            RolloutState(
-                message=[{"role": "user", "content": prompt}] if prompt else [],
-                response=response,
-                reward_model={"ground_truth": None if label == "" else label},
-                data_source=_data_source(sources[i], f"data_sources[{i}]") if sources else None,
-                status=Status.COMPLETED,
-            )
+    return [
+        reader.state(
+            query,
+            prompts[i] if prompts else None,
+            labels[i] if labels is not None else None,
+            _data_source(sources[i], f"data_sources[{i}]") if sources else None,
         )
-    return states
+        for i, query in enumerate(queries)
+    ]
 
 
 def validation_message(exc: ValidationError, where: str, *, indexed: bool = False) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
+from judger.compat.verl.default_options import DefaultOptions
 from judger.compat.verl.result import RESULT_KEYS, VerlScore
-from judger.compat.verl.router import default_judger_config
 from judger.core import loops
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
@@ -130,15 +131,14 @@ async def judge_rows(
     return await judger.batch_judge(states)
 
 
-_router_judgers: dict[Any, BaseJudger] = {}
+_router_judgers: dict[DefaultOptions, BaseJudger] = {}
 _failures = FailureLog("default_compute_score_batch")
 
 
-def _router(compat: Any, timeout: float) -> BaseJudger:
-    key = (compat, timeout)
-    judger = _router_judgers.get(key)
+def _router(options: DefaultOptions) -> BaseJudger:
+    judger = _router_judgers.get(options)
     if judger is None:
-        judger = _router_judgers[key] = default_judger_config(compat=compat).build()
+        judger = _router_judgers[options] = options.judger_config().build()
     return judger
 
 
@@ -148,28 +148,21 @@ def score_batch(
     ground_truths: Sequence[Any],
     extra_infos: Sequence[Any] | None = None,
     *,
-    compat: Any = None,
-    timeout: float = 300.0,
-    on_failure: str = "zero",
-    as_float: bool = False,
     full_output: bool = False,
     failure_score: float = 0.0,
-    **ignored: Any,
+    **kwargs: Any,
 ) -> list[Any]:
     """See :func:`judger.compat.verl.compute_score.default_compute_score_batch`."""
 
-    if compat not in (None, "verl"):
-        raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
-    if on_failure not in ("zero", "raise"):
-        raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
-    judger = _router(compat, timeout)
+    options = DefaultOptions.parse(kwargs, "default_compute_score_batch")
+    judger = _router(replace(options, on_failure="zero", as_float=False))
     states = run_sync(judge_rows(judger, data_sources, solution_strs, ground_truths, extra_infos))
     out: list[Any] = []
     for state in states:
         if state.reward is None:
-            if on_failure == "raise":
+            if options.on_failure == "raise":
                 raise ValueError(f"judger: sample of data_source={state.data_source!r}: {state.error_msg}")
             _failures.record(state, failure_score)
         result = result_of(state, failure_score, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
-        out.append(float(result["score"]) if as_float else VerlScore(result))
+        out.append(float(result["score"]) if options.as_float else VerlScore(result))
     return out

@@ -146,8 +146,9 @@ def _default_compute_score_batch(
     The batch is judged with the router judger (:func:`~judger.compat.verl.router.default_judger_config`),
     so identical answers are graded once and heavy routes share the process pool; keyword arguments
     are :func:`default_compute_score`'s (``compat``, ``timeout``, ``on_failure``, ``as_float``,
-    ``full_output``). A sample that fails to be judged scores 0.0 with a warning, or raises with
-    ``on_failure="raise"``. One result per sample, in order.
+    ``full_output``, ``sandbox_fusion_url``, ``memory_limit_mb``, ``concurrent_semaphore``), any
+    other is refused by name. A sample that fails to be judged scores 0.0 with a warning, or raises
+    with ``on_failure="raise"``. One result per sample, in order.
     """
 
     return score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)

@@ -17,8 +17,13 @@ identical answers are graded once and heavy scorers share the process pool). ver
 
 Which judger: verl's or judger's ``default_compute_score`` (verl's default when no
 ``reward.custom_reward_function`` is set) becomes judger's router by ``data_source``
-(:func:`~judger.compat.verl.router.default_judger_config`); any other ``compute_score`` is judged as a
-verl-style handler. Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
+(:func:`~judger.compat.verl.router.default_judger_config`), with the options bound on it (verl's
+``reward.sandbox_fusion`` settings, ``custom_reward_function.reward_kwargs``) applied or refused by
+name (:mod:`.default_options`); any other ``compute_score`` is called as verl's managers call it
+(``async def`` awaited, ``reward_router_address`` / ``reward_model_tokenizer`` passed when verl
+serves a reward model, ``extra_info`` with verl's ``num_turns``, ``rollout_reward_scores`` and
+``tool_extra_fields``, a float result also recorded as ``acc``).
+Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
 constructor's keyword arguments: ``compat`` (``"verl"``: verl's scores), ``failure_score`` (the
 reward of a sample judger cannot score, default 0.0, logged with its reason), ``reward_extra_keys``
 (the ``reward_extra_info`` keys; default ``score, acc, pred, judge_failure`` -- ``acc`` makes verl's
@@ -33,6 +38,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from judger.compat.verl.batch import (
@@ -43,7 +49,7 @@ from judger.compat.verl.batch import (
     result_of,
     run_sync,
 )
-from judger.compat.verl.router import default_judger_config
+from judger.compat.verl.default_options import DefaultOptions
 from judger.core.judger import BaseJudger
 from judger.judgers.config import JudgerConfig
 from judger.judgers.handlers import import_object
@@ -94,6 +100,15 @@ def _unwrap_verl_partial(fn: Any) -> tuple[Any, dict[str, Any]]:
     return fn, {}
 
 
+def _partial_keywords(fn: Any) -> dict[str, Any]:
+    """The keywords bound on ``fn`` by ``functools.partial`` (verl binds its SandboxFusion settings so)."""
+    keywords: dict[str, Any] = {}
+    while isinstance(fn, functools.partial):
+        keywords = {**(fn.keywords or {}), **keywords}
+        fn = fn.func
+    return keywords
+
+
 def _is_default_compute_score(fn: Any) -> bool:
     """verl's own default scorer, or judger's (however verl loaded it: by package or file path)."""
     while isinstance(fn, functools.partial):
@@ -106,6 +121,20 @@ def _is_default_compute_score(fn: Any) -> bool:
     )
 
 
+def verl_result(result: Any) -> Any:
+    """What verl's managers make of a result: a dict as it is; a number is the score and also
+    ``acc`` (verl records ``reward_extra_info["acc"] = score`` for a function returning a float)."""
+    if isinstance(result, Mapping):
+        return result
+    if isinstance(result, tuple) and result:
+        result = result[0]
+    if hasattr(result, "item"):
+        result = result.item()
+    if isinstance(result, (bool, int, float)):
+        return {"score": float(result), "acc": float(result)}
+    return result
+
+
 class VerlCall:
     """A verl ``compute_score`` called as verl calls it (keywords), as a judger handler."""
 
@@ -114,12 +143,31 @@ class VerlCall:
         self.kwargs = kwargs
 
     def __call__(self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None) -> Any:
-        return self.fn(
-            data_source=data_source,
-            solution_str=solution_str,
-            ground_truth=ground_truth,
-            extra_info=extra_info,
-            **self.kwargs,
+        return verl_result(
+            self.fn(
+                data_source=data_source,
+                solution_str=solution_str,
+                ground_truth=ground_truth,
+                extra_info=extra_info,
+                **self.kwargs,
+            )
+        )
+
+
+class AsyncVerlCall(VerlCall):
+    """:class:`VerlCall` over an ``async def`` function: awaited, as verl's managers await it."""
+
+    async def __call__(
+        self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None
+    ) -> Any:
+        return verl_result(
+            await self.fn(
+                data_source=data_source,
+                solution_str=solution_str,
+                ground_truth=ground_truth,
+                extra_info=extra_info,
+                **self.kwargs,
+            )
         )
 
 
@@ -161,33 +209,61 @@ class NaiveRewardManager:
         configured = _plain(_get(_get(config, "reward"), "reward_kwargs", {})) or {}
         options = {**dict(configured), **reward_kwargs}
         raw_fn, fn_kwargs = _unwrap_verl_partial(compute_score)
-        self.compat = options.pop("compat", fn_kwargs.get("compat"))
+        custom_fn = raw_fn is not None and not _is_default_compute_score(raw_fn)
+        # the default function's own options: bound by verl (its SandboxFusion partial) or given in
+        # custom_reward_function.reward_kwargs; each is used below or refused by name
+        default_kwargs = {} if custom_fn else {**_partial_keywords(raw_fn), **fn_kwargs}
+        self.defaults = DefaultOptions.parse(default_kwargs, type(self).__name__)
+        self.compat = options.pop("compat", self.defaults.compat)
         if self.compat not in (None, "verl"):
             raise ValueError(f"reward_kwargs.compat must be 'verl' or null, got {self.compat!r}")
+        if self.compat != self.defaults.compat:
+            self.defaults = replace(self.defaults, compat=self.compat)
         self.failure_score = float(options.pop("failure_score", 0.0))
+        self.on_failure = self.defaults.on_failure
+        explicit_keys = "reward_extra_keys" in options
         keys = options.pop("reward_extra_keys", DEFAULT_EXTRA_KEYS)
+        if self.defaults.as_float and explicit_keys:
+            raise ValueError(
+                f"{type(self).__name__}: as_float=True makes reward_extra_info {{'acc': score}} as verl "
+                "records a float; drop reward_extra_keys or as_float"
+            )
         self.reward_extra_keys: tuple[str, ...] = tuple(_plain(keys) or ())
         judger_option = options.pop("judger", None)
         self.max_resp_len = options.pop("max_resp_len", None)
         self.overlong_buffer_cfg = _plain(options.pop("overlong_buffer_cfg", None))
         self.options = options  # for subclasses; anything left is refused below
-        custom_fn = raw_fn is not None and not _is_default_compute_score(raw_fn)
-        if judger_option is not None and custom_fn:
+        if judger_option is not None and (custom_fn or default_kwargs):
             # one of the two would be silently ignored: refuse rather than pick
+            what = (
+                f"a custom compute_score ({getattr(raw_fn, '__name__', raw_fn)!r})"
+                if custom_fn
+                else f"default_compute_score options {sorted(default_kwargs)}"
+            )
             raise ValueError(
-                f"{type(self).__name__}: both reward_kwargs.judger and a custom compute_score "
-                f"({getattr(raw_fn, '__name__', raw_fn)!r}) are set; keep one: drop "
-                "custom_reward_function.path, or drop reward_kwargs.judger"
+                f"{type(self).__name__}: both reward_kwargs.judger and {what} are set; keep one: drop "
+                "custom_reward_function.path (or reward.sandbox_fusion.url), or drop reward_kwargs.judger"
             )
         if judger_option is not None:
             self.judger = _build_judger(judger_option)
         elif not custom_fn:
-            self.judger = default_judger_config(compat=self.compat).build()
+            self.judger = self.defaults.judger_config().build()
         else:
+            # what verl's managers add to every call when a reward model serves (GenRM)
+            genrm: dict[str, Any] = {}
+            if reward_router_address is not None:
+                genrm = {
+                    "reward_router_address": reward_router_address,
+                    "reward_model_tokenizer": reward_model_tokenizer,
+                }
+            call_kwargs = {**genrm, **fn_kwargs}  # reward_kwargs win, as in verl's _call_with_kwargs
             handler: Any = raw_fn
             if "solution_strs" not in inspect.signature(raw_fn).parameters:
-                handler = VerlCall(raw_fn, fn_kwargs)
-            kwargs = fn_kwargs if handler is raw_fn else {}
+                is_async = inspect.iscoroutinefunction(raw_fn) or inspect.iscoroutinefunction(
+                    getattr(raw_fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+                )
+                handler = (AsyncVerlCall if is_async else VerlCall)(raw_fn, call_kwargs)
+            kwargs = call_kwargs if handler is raw_fn else {}
             self.judger = JudgerConfig(
                 judger_name=getattr(raw_fn, "__name__", "compute_score"),
                 reward_handler=handler,
@@ -227,9 +303,18 @@ class NaiveRewardManager:
         out = []
         for state, length in zip(states, lengths):
             if state.reward is None:
+                if self.on_failure == "raise":
+                    raise ValueError(
+                        f"{type(self).__name__}: a sample of data_source={state.data_source!r} could not "
+                        f"be scored (on_failure='raise'): {state.error_msg}"
+                    )
                 self.failures.record(state, self.failure_score)
             full = result_of(state, self.failure_score, None)
-            info = {key: full.get(key) for key in self.reward_extra_keys}
+            info: dict[str, Any]
+            if self.defaults.as_float:
+                info = {"acc": float(full["score"])}
+            else:
+                info = {key: full.get(key) for key in self.reward_extra_keys}
             out.append(self.adjust(float(full["score"]), int(length), info))
         return out
 
@@ -245,9 +330,20 @@ class NaiveRewardManager:
         length = int(item.batch["attention_mask"][-width:].sum())
         text = self.tokenizer.decode(response_ids[:length], skip_special_tokens=True)
         rm = item.non_tensor_batch.get("reward_model") or {}
-        extra = dict(item.non_tensor_batch.get("extra_info") or {})
+        extra = self.extra_info(item.non_tensor_batch)
         data_source = item.non_tensor_batch[self.reward_fn_key]
         return (data_source, self.strip(text), rm.get("ground_truth"), extra), length
+
+    def extra_info(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``extra_info`` verl's naive manager hands the function: the row's, updated with the
+        rollout's ``tool_extra_fields``, plus ``num_turns`` and ``rollout_reward_scores``."""
+        extra = dict(fields.get("extra_info") or {})
+        tools = fields.get("tool_extra_fields")
+        if tools is not None:
+            extra.update(tools.items())
+        extra["num_turns"] = fields.get("__num_turns__")
+        extra["rollout_reward_scores"] = fields.get("reward_scores", {})
+        return extra
 
     def strip(self, text: str) -> str:
         return text
@@ -347,6 +443,10 @@ class DAPORewardManager(NaiveRewardManager):
                 raise ValueError("DAPORewardManager: overlong_buffer_cfg.enable needs max_resp_len")
             if not 0 < int(_get(cfg, "len", 0)) <= int(self.max_resp_len):
                 raise ValueError("DAPORewardManager: overlong_buffer_cfg.len must be in (0, max_resp_len]")
+
+    def extra_info(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """verl's DAPO manager hands the row's ``extra_info`` as it is."""
+        return dict(fields.get("extra_info") or {})
 
     def strip(self, text: str) -> str:
         eos = getattr(self.tokenizer, "eos_token", None)

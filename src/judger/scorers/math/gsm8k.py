@@ -16,6 +16,9 @@ Two modes, chosen by ``compat``:
   missing one (None) raises instead of scoring the sample as wrong. ``pred`` is the canonical
   number (``"1234"``), so majority voting groups equal answers.
 
+In both modes a label given as GSM8K ships it (``answer``: the worked solution ending ``#### 72``)
+is read as its final answer, as verl's GSM8K preprocessing reads it.
+
 Both return ``{"score": float, "acc": bool, "pred": str | None}``.
 """
 
@@ -133,11 +136,20 @@ def extract_solution(solution_str: str, method: Method = "strict") -> str | None
     return _normalise(matches[-1]) if matches else None
 
 
+def final_answer_label(ground_truth: Any) -> Any:
+    """A label as GSM8K ships it (the worked solution ending ``#### 72``) reduced to its final
+    answer, as verl's GSM8K preprocessing does (commas removed); any other label unchanged."""
+    if isinstance(ground_truth, str) and "####" in ground_truth:
+        return ground_truth.rsplit("####", 1)[1].strip().replace(",", "")
+    return ground_truth
+
+
 def _label(ground_truth: Any) -> str:
     if ground_truth is None:
         # a missing label is a broken sample, not a wrong answer
         raise missing_label("gsm8k scorer")
     if isinstance(ground_truth, str):
+        ground_truth = final_answer_label(ground_truth)
         number = _canonical_text(ground_truth)
     else:
         number = canonical_number(ground_truth)
@@ -168,7 +180,7 @@ def make_scorer(
             raise TypeError(f"gsm8k scorer: the response must be a str, got {type(solution_str).__name__}")
         if compat == "verl":
             answer = extract_solution_verl(solution_str, method)
-            correct = answer is not None and answer == ground_truth
+            correct = answer is not None and answer == final_answer_label(ground_truth)
         else:
             label = _label(ground_truth)
             answer = extract_solution(solution_str, method)
@@ -234,6 +246,8 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
                     answer = found[1].replace(",", "")
+                if type(label) is str and "####" in label:
+                    label = final_answer_label(label)
                 correct = answer == label
                 append({"score": right if correct else wrong, "acc": correct, "pred": answer})
             except Exception as exc:

@@ -1,0 +1,170 @@
+"""OpenRLHF's queries as OpenRLHF writes them, through its own client code (openrlhf_client.py):
+the special-token text its decode keeps, a query that does not start with its prompt, and a
+routing config that OpenRLHF (which sends no data_sources) could never route."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from judger.presets import DapoMathJudgerConfig, GSM8KJudgerConfig
+from judger.server.app import create_app
+from judger.testing import serve_asgi
+
+
+def _openrlhf() -> ModuleType:
+    path = Path(__file__).with_name("openrlhf_client.py")
+    spec = importlib.util.spec_from_file_location("openrlhf_client_queries", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+openrlhf = _openrlhf()
+PROMPT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def qwen_like_tokenizer(directory: Path) -> Path:
+    """The files of a chat tokenizer directory, as Qwen2 ships them (the parts that name tokens)."""
+    directory.mkdir()
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "added_tokens_decoder": {
+                    "151643": {"content": "<|endoftext|>", "special": True},
+                    "151644": {"content": "<|im_start|>", "special": True},
+                    "151645": {"content": "<|im_end|>", "special": True},
+                    "151646": {"content": "<tool_call>", "special": False},
+                },
+                "eos_token": "<|im_end|>",
+                "pad_token": "<|endoftext|>",
+            }
+        )
+    )
+    return directory
+
+
+async def openrlhf_step(url: str, prompt: str, query: str, label: str) -> dict[str, Any]:
+    """What OpenRLHF does for one sample: its client's reward step, then its tensors."""
+    executor = openrlhf.SingleTurnAgentExecutor(url + "/get_reward")
+    output = await executor.reward_step(prompt, label, query, openrlhf.Tokenizer())
+    assert output["reward"] is not None, "OpenRLHF got no reward: the request failed"
+    return openrlhf.experience_info(output)
+
+
+def test_special_token_texts_of_a_tokenizer_directory(tmp_path: Path) -> None:
+    from judger.server.openrlhf import special_token_texts
+
+    texts = special_token_texts(qwen_like_tokenizer(tmp_path / "tok"))
+    assert set(texts) == {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}  # <tool_call> is not special
+    with pytest.raises(FileNotFoundError, match="--strip-text"):
+        special_token_texts(tmp_path)
+
+
+@pytest.mark.parametrize("compat", [None, "verl"])
+async def test_dapo_scores_a_query_ending_with_eos_text(tmp_path: Path, compat: Any) -> None:
+    from judger.server.openrlhf import GetRewardReader
+
+    reader = GetRewardReader.build(tokenizer=qwen_like_tokenizer(tmp_path / "tok"))
+    app = create_app(DapoMathJudgerConfig(compat=compat), get_reward_reader=reader)
+    with serve_asgi(app) as srv:
+        right = await openrlhf_step(srv.url, PROMPT, PROMPT + "6 * 7 = 42.\nAnswer: 42<|im_end|>", "42")
+        wrong = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 41<|im_end|><|endoftext|>", "42")
+    assert right["reward"] == [[1.0]] and right["judge_failed"] == [[0.0]]
+    assert wrong["reward"] == [[-1.0]] and wrong["judge_failed"] == [[0.0]]
+
+
+async def test_strip_text_given_explicitly() -> None:
+    from judger.server.openrlhf import GetRewardReader
+
+    app = create_app(DapoMathJudgerConfig(), get_reward_reader=GetRewardReader.build(strip=["<|im_end|>"]))
+    with serve_asgi(app) as srv:
+        info = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 42<|im_end|>", "42")
+    assert info["reward"] == [[1.0]]
+
+
+async def test_a_query_without_its_prompt_fails_with_the_reason() -> None:
+    """OpenRLHF truncates a long prompt from the left: the query holds only the prompt's tail. A
+    few-shot prompt holds answers; judged whole, the prompt's ``#### 5`` would earn the reward."""
+    few_shot = "Q: 2 + 3?\nA: 2 + 3 = 5. #### 5\nQ: 10 / 2?\nA:"
+    app = create_app(GSM8KJudgerConfig())
+    with serve_asgi(app) as srv:
+        kept_tail = few_shot[12:] + " I don't know."
+        info = await openrlhf_step(srv.url, few_shot, kept_tail, "5")
+        assert info["reward"] == [[0.0]] and info["judge_failed"] == [[1.0]]
+        reply = httpx.post(
+            srv.url + "/get_reward",
+            json={
+                "query": [kept_tail, few_shot + " 10 / 2 = 5 #### 5"],
+                "prompts": [few_shot] * 2,
+                "labels": ["5"] * 2,
+            },
+        ).json()
+    assert reply["rewards"] == [0.0, 1.0]
+    assert reply["extra_logs"]["judge_failed"] == [1.0, 0.0]
+    assert "does not start with its prompt" in reply["failures"][0]["message"]
+    assert reply["failures"][1] is None
+
+
+async def test_a_leading_bos_text_is_not_a_missing_prompt() -> None:
+    from judger.server.openrlhf import GetRewardReader
+
+    reader = GetRewardReader.build(strip=["<s>"])
+    app = create_app(GSM8KJudgerConfig(), get_reward_reader=reader)
+    with serve_asgi(app) as srv:
+        info = await openrlhf_step(srv.url, "Q: 10 / 2?\nA:", "<s>Q: 10 / 2?\nA: #### 5</s>", "5")
+    assert info["reward"] == [[1.0]]
+
+
+ROUTING_CONFIG = "judger.compat.verl.router:VerlDefaultJudgerConfig"
+
+
+def serve(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "judger.cli.main", "serve", *args, "--port", "9", "--log-level", "warning"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_routing_config_without_data_sources_is_refused_at_start_up() -> None:
+    refused = serve(ROUTING_CONFIG)
+    assert refused.returncode == 2
+    assert "data_source" in refused.stderr and "--data-source NAME" in refused.stderr
+    unknown = serve(ROUTING_CONFIG, "--data-source", "no_such_source")
+    assert unknown.returncode == 2 and "no_such_source" in unknown.stderr
+
+
+async def test_data_source_option_routes_every_query() -> None:
+    from judger.compat.verl import default_judger_config
+    from judger.server.openrlhf import GetRewardReader
+
+    app = create_app(default_judger_config(), get_reward_reader=GetRewardReader(data_source="openai/gsm8k"))
+    with serve_asgi(app) as srv:
+        info = await openrlhf_step(srv.url, "Q:", "Q: #### 5", "5")
+    assert info["reward"] == [[1.0]] and info["judge_failed"] == [[0.0]]
+
+
+async def test_serve_options_reach_get_reward(tmp_path: Path) -> None:
+    """``judger serve --tokenizer PATH`` and ``--strip-text`` as the command line gives them."""
+    import argparse
+
+    from judger.cli import serve as serve_cli
+
+    parser = argparse.ArgumentParser()
+    serve_cli.add_arguments(parser)
+    tokenizer = qwen_like_tokenizer(tmp_path / "tok")
+    for flags in (["--tokenizer", str(tokenizer)], ["--strip-text", "<|im_end|>"]):
+        args = parser.parse_args(["--preset", "DapoMathJudgerConfig", *flags])
+        with serve_asgi(serve_cli._app(serve_cli._spec(args))) as srv:
+            info = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 42<|im_end|>", "42")
+        assert info["reward"] == [[1.0]], flags
+    missing = parser.parse_args(["--preset", "gsm8k", "--tokenizer", str(tmp_path)])
+    with pytest.raises(FileNotFoundError, match="--strip-text"):
+        serve_cli._app(serve_cli._spec(missing))
