@@ -193,7 +193,14 @@ def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
 
     data = make_data(tokenizer)
     theirs = verl_rm.NaiveRewardManager(tokenizer, 0)(data, return_dict=True)
-    ours = managers.NaiveRewardManager(tokenizer, 0, compat="verl")(data, return_dict=True)
+    naive = managers.NaiveRewardManager(tokenizer, 0, compat="verl")
+    ours = naive(data, return_dict=True)
+    # the whole batch decoded at once gives the rows verl's item-by-item slicing gives
+    rows, lengths = naive._rows(data)
+    one_by_one = [naive._row(data[i]) for i in range(len(data))]
+    assert [(r[0], r[1], r[2], n) for r, n in zip(rows, lengths)] == [
+        (r[0], r[1], r[2], n) for r, n in one_by_one
+    ]
     assert torch.equal(ours["reward_tensor"], theirs["reward_tensor"])
     batch_theirs = verl_rm.BatchRewardManager(
         tokenizer, 0, judger_verl.default_compute_score_batch, compat="verl"

@@ -20,6 +20,7 @@ from judger.compat.verl.routes import Compat, Route, find_route
 from judger.core.errors import JudgerError
 from judger.runtime.procpool.pool import shared_pool
 from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.reward import quick_result
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,11 @@ def _score_on_pool(
         # the boxed answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str = last_boxed(solution_str)
         options = {**options, "extracted": True}
+        # verl's per-sample managers call this once per row: an answer that needs no parser is
+        # decided here, without a round trip to the pool
+        quick = quick_result(solution_str, ground_truth)
+        if quick is not None:
+            return quick
     try:
         pool = shared_pool()
         return pool.run_sync(

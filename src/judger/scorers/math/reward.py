@@ -127,3 +127,20 @@ def compute_score(
     if not answer:
         return _result(False, answer or None)
     return _result(grade_answer(answer, ground_truth), answer)
+
+
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
+
+
+def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None:
+    """The default mode's result for an extracted answer where no grading policy could differ,
+    decided without a parser (so without a process hop): no answer, the label's own text, or two
+    different integers in canonical form. None: grade it in full."""
+    if not answer:
+        return _result(False, answer or None)
+    gold = str(ground_truth).strip()
+    if answer == gold:
+        return _result(True, answer)
+    if _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
+        return _result(False, answer)
+    return None
