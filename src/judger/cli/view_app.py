@@ -114,9 +114,7 @@ def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAP
         }
 
     @app.get("/api/diff")
-    def differs(
-        offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)
-    ) -> dict[str, Any]:
+    def differs(offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
         if pairs is None or other is None:
             raise HTTPException(404, "judger view was given one file: no diff")
         left, right = pairs

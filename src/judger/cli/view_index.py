@@ -162,9 +162,7 @@ class RolloutIndex:
         self.parquet = self.path.suffix.lower() in (".parquet", ".pq")
         read = read_with_outcomes(self.path)
         states, self.errors = read.states, read.errors
-        to_judge = [
-            s for s in states if s.status == Status.COMPLETED and (rescore or s.reward is None)
-        ]
+        to_judge = [s for s in states if s.status == Status.COMPLETED and (rescore or s.reward is None)]
         self.scored = 0
         elapsed = 0.0
         if to_judge and scorer is not None:
