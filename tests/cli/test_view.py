@@ -43,9 +43,9 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name, extra in (("default", []), ("verl", ["--compat", "verl"])):
         out = tmp / f"{name}.jsonl"
+        command = [sys.executable, "-m", "judger", "score", str(MATH), "--format", "json"]
         proc = subprocess.run(
-            [sys.executable, "-m", "judger", "score", str(MATH), "--format", "json", "--no-progress"]
-            + ["-o", str(out), *extra],
+            [*command, "--no-progress", "-o", str(out), *extra],
             capture_output=True,
             text=True,
             timeout=600,
