@@ -7,6 +7,7 @@ const FIELDS = [
   ["samples", "samples"], ["judged", "judged"], ["failed", "failed"], ["timed_out", "timed out"],
   ["mean_score", "mean score"], ["accuracy", "acc"],
 ];
+const RATES = new Set(["mean_score", "accuracy"]);
 const AT_N = [["mean", "mean@N"], ["best", "best@N"], ["maj", "maj@N"], ["pass", "pass@N"]];
 const state = { offset: 0, limit: 50, verdict: "", meta: null };
 
@@ -23,6 +24,9 @@ function el(tag, attrs, ...children) {
   }
   return node;
 }
+
+// rates (score, accuracy, @N) always with four decimals, so 1 reads 1.0000 beside 0.9575
+function rate(v) { return v === null || v === undefined ? "-" : Number(v).toFixed(4); }
 
 function fmt(v) {
   if (v === null || v === undefined) return "-";
@@ -62,8 +66,8 @@ function summaryTable(summary) {
   const body = el("tbody");
   for (const [name, row] of Object.entries(summary.data_sources)) {
     const at = row.at_n || {};
-    const cells = FIELDS.map(([k]) => el("td", { class: "num", "data-source": name, "data-field": k, "data-value": JSON.stringify(row[k]) }, fmt(row[k])));
-    const atCells = AT_N.map(([k]) => el("td", { class: "num", "data-source": name, "data-field": "at_n." + k, "data-value": JSON.stringify(at[k] ?? null) }, fmt(at[k])));
+    const cells = FIELDS.map(([k]) => el("td", { class: "num", "data-source": name, "data-field": k, "data-value": JSON.stringify(row[k]) }, RATES.has(k) ? rate(row[k]) : fmt(row[k])));
+    const atCells = AT_N.map(([k]) => el("td", { class: "num", "data-source": name, "data-field": "at_n." + k, "data-value": JSON.stringify(at[k] ?? null) }, rate(at[k])));
     body.append(el("tr", {}, el("td", {}, name), ...cells, el("td", { class: "num" }, fmt(at.n)), ...atCells));
   }
   return el("table", { class: "grid", id: "summary-table" }, el("thead", {}, head), body);
@@ -87,7 +91,7 @@ function plots(name, p) {
   const mids = h.edges.slice(0, -1).map((e, i) => (e + h.edges[i + 1]) / 2);
   box.append(plot("score distribution", {
     scales: { x: { time: false } },
-    series: [{}, { label: "samples", stroke: "#1f6feb", fill: "rgba(31,111,235,.3)", paths: uPlot.paths.bars({ size: [0.9] }) }],
+    series: [{}, { label: "samples", stroke: "#1f6feb", fill: "rgba(31,111,235,.3)", points: { show: false }, paths: uPlot.paths.bars({ size: [0.9] }) }],
   }, [mids, h.counts]));
   box.append(plot("pass@k against k", {
     scales: { x: { time: false }, y: { range: [0, 1] } },
@@ -160,7 +164,7 @@ function setVerdict(v) { state.verdict = v; state.offset = 0; loadSamples(); }
 function card(s, label) {
   return el("div", { class: "card", "data-id": s.id },
     el("h4", {}, label || `row ${s.row}${s.response_index ? "." + s.response_index : ""} `, el("span", { class: "v-" + s.verdict }, s.verdict)),
-    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars · extracted: `, el("span", { class: "pred" }, s.pred ?? "-")),
+    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars · extracted: `, math(el("span", { class: "pred" }, s.pred ?? "-"))),
     s.reason ? el("div", { class: "reason" }, "failure: " + s.reason) : null,
     text(s.response, "response"));
 }
@@ -209,6 +213,7 @@ async function showPair(a, b) {
 function tab(name) {
   for (const b of document.querySelectorAll("nav button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== name;
+  window.scrollTo(0, 0);
 }
 
 async function start() {
