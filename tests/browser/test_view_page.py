@@ -136,9 +136,7 @@ def test_filters_change_the_counts(page: Any, served: dict[str, Any]) -> None:
     assert all(c.inner_text() == "wrong" for c in page.query_selector_all("#sample-table td[data-verdict]"))
     page.click("#verdicts button[data-verdict='']")
     word = "triangle"
-    hits = sum(
-        1 for r in rows if word in r["prompt"][-1]["content"].lower() or word in r["response"].lower()
-    )
+    hits = sum(1 for r in rows if word in r["prompt"][-1]["content"].lower() or word in r["response"].lower())
     page.fill("#filters input[name=q]", word)
     page.wait_for_selector(f"#sample-count[data-total='{hits}']")
     page.fill("#filters input[name=q]", "")
@@ -176,3 +174,27 @@ def test_diff_view_finds_the_verdicts_verl_mode_flips(page: Any, served: dict[st
     page.wait_for_selector("#group .card")
     assert len(page.query_selector_all("#group .card")) == 2
     assert page.errors == []
+
+
+def test_html_report_renders_offline_with_latex_and_plots(browser: Any, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    summary = _score(tmp_path / "scored.jsonl", "--html", str(report))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(report.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert errors == []
+    assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+    for cell in page.query_selector_all("#summary-table td[data-field]"):
+        row = summary["data_sources"][cell.get_attribute("data-source")]
+        field = cell.get_attribute("data-field")
+        value = row["at_n"][field[5:]] if field.startswith("at_n.") else row[field]
+        assert json.loads(cell.get_attribute("data-value")) == value
+    assert len(page.query_selector_all(".plots .uplot")) == 3
+    assert page.query_selector_all("#examples .card")
+    assert page.query_selector_all("#examples .katex")
+    page.close()

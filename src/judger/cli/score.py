@@ -95,6 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=256, metavar="B", help="samples per batch_judge call"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
+    )
 
 
 # --- the output file ------------------------------------------------------------------------------
@@ -314,6 +317,10 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:
             _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
             write_failed = True
+    if args.html:
+        from judger.cli.html_report import write_for_score
+
+        write_failed = not write_for_score(args.html, summary, states) or write_failed
     if args.format == "json":
         if shown:
             summary["examples"] = shown

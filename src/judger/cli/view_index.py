@@ -352,38 +352,46 @@ class RolloutIndex:
             out[name] = [{"reason": r, "count": c} for r, c in ranked]
         return out
 
-    def plots(self, points: int = 2000, bins: int = 20) -> dict[str, Any]:
+    def plots(self, points: int = 2000) -> dict[str, Any]:
         """Per data_source: a score histogram, pass@k against k, and (length, score) points (a sample)."""
-        out: dict[str, Any] = {}
         rng = np.random.default_rng(0)
+        out: dict[str, Any] = {}
         for code, name in enumerate(self.sources):
             mine = np.flatnonzero(self.source == code)
-            scores = self.score[mine]
-            scores = scores[~np.isnan(scores)]
-            hist: dict[str, Any] = {"edges": [], "counts": []}
-            if len(scores):
-                lo, hi = float(scores.min()), float(scores.max())
-                if lo == hi:
-                    lo, hi = lo - 0.5, hi + 0.5
-                counts, edges = np.histogram(scores, bins=bins, range=(lo, hi))
-                hist = {"edges": edges.tolist(), "counts": counts.tolist()}
-            metrics = self.summary["data_sources"].get(name, {}).get("metrics", {})
-            var = "acc" if "acc" in metrics else "score"
-            pass_k = sorted(
-                (int(m[len("pass@") :]), v) for m, v in metrics.get(var, {}).items() if m.startswith("pass@")
-            )
             scored = mine[~np.isnan(self.score[mine])]
-            if len(scored) > points:
-                scored = np.sort(rng.choice(scored, points, replace=False))
-            out[name] = {
-                "histogram": hist,
-                "pass_at_k": {"k": [k for k, _ in pass_k], "value": [v for _, v in pass_k]},
-                "length_vs_score": {
-                    "length": self.length[scored].tolist(),
-                    "score": self.score[scored].tolist(),
-                },
-            }
+            shown = np.sort(rng.choice(scored, points, replace=False)) if len(scored) > points else scored
+            out[name] = plot_data(
+                self.summary, name, self.score[scored], self.length[shown], self.score[shown]
+            )
         return out
+
+
+def plot_data(
+    summary: dict[str, Any], name: str, scores: np.ndarray, lengths: np.ndarray, length_scores: np.ndarray
+) -> dict[str, Any]:
+    """What the page plots for data_source ``name``: the histogram of ``scores`` (every score), pass@k
+    against k (from the report's metrics), and response length against score (``lengths`` paired
+    with ``length_scores``, a sample)."""
+    hist: dict[str, Any] = {"edges": [], "counts": []}
+    if len(scores):
+        lo, hi = float(scores.min()), float(scores.max())
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        counts, edges = np.histogram(scores, bins=20, range=(lo, hi))
+        hist = {"edges": edges.tolist(), "counts": counts.tolist()}
+    metrics = summary["data_sources"].get(name, {}).get("metrics", {})
+    var = "acc" if "acc" in metrics else "score"
+    pass_k = sorted(
+        (int(m[len("pass@") :]), v) for m, v in metrics.get(var, {}).items() if m.startswith("pass@")
+    )
+    return {
+        "histogram": hist,
+        "pass_at_k": {"k": [k for k, _ in pass_k], "value": [v for _, v in pass_k]},
+        "length_vs_score": {
+            "length": np.asarray(lengths).tolist(),
+            "score": np.asarray(length_scores).tolist(),
+        },
+    }
 
 
 def _cut(text: str | None, limit: int, *, tail: bool = False) -> str:

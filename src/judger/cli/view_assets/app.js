@@ -169,6 +169,15 @@ function card(s, label) {
     text(s.response, "response"));
 }
 
+// an example of the static report: the card with its prompt and gold answer above the response
+function reportCard(s) {
+  const c = card(s, `${s.data_source} #${s.row} `);
+  c.querySelector(".meta").after(
+    el("div", { class: "prompt" }, text(s.prompt)),
+    el("div", { class: "meta" }, el("b", {}, "gold: "), math(el("span", {}, s.ground_truth ?? "-"))));
+  return c;
+}
+
 function promptBlock(messages) {
   const box = el("div", { class: "prompt" });
   for (const m of messages || []) box.append(el("b", {}, m.role + ": "), text(typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
@@ -219,7 +228,8 @@ function tab(name) {
 async function start() {
   if (REPORT) {
     renderSummary(document.getElementById("summary"), REPORT);
-    document.getElementById("examples").replaceChildren(...REPORT.examples.map((s) => card(s, `${s.data_source} row ${s.row} `)));
+    document.getElementById("examples").replaceChildren(...REPORT.examples.map(reportCard));
+    document.body.dataset.ready = "1";
     return;
   }
   for (const b of document.querySelectorAll("nav button")) b.addEventListener("click", () => tab(b.dataset.tab));
