@@ -50,6 +50,15 @@ function math(node) {
   return node;
 }
 
+// an extracted answer or a gold answer is LaTeX without delimiters: rendered whole
+function formula(value) {
+  const span = el("span", { class: "tex" });
+  const source = value === null || value === undefined ? "-" : typeof value === "string" ? value : JSON.stringify(value);
+  if (window.katex) katex.render(source, span, { throwOnError: false });
+  else span.textContent = source;
+  return span;
+}
+
 function text(value, cls) { return math(el("div", { class: cls || "text" }, value === null || value === undefined ? "" : String(value))); }
 
 async function api(path) {
@@ -150,7 +159,7 @@ async function loadSamples() {
   const body = document.querySelector("#sample-table tbody");
   body.replaceChildren(...data.items.map((it) => el("tr", { class: "click", "data-id": it.id, onclick: () => showGroup(it.id) },
     el("td", { class: "num" }, it.row + (it.response_index ? "." + it.response_index : "")), el("td", {}, it.data_source), verdictCell(it.verdict),
-    el("td", { class: "num" }, fmt(it.score)), el("td", {}, text(it.pred)), el("td", { class: "num" }, it.length),
+    el("td", { class: "num" }, fmt(it.score)), el("td", {}, formula(it.pred)), el("td", { class: "num" }, it.length),
     el("td", {}, text(it.prompt)), el("td", {}, text(it.response)))));
   document.getElementById("page").textContent = data.total ? `${data.offset + 1}-${data.offset + data.items.length} of ${data.total}` : "none";
   document.getElementById("prev").disabled = state.offset === 0;
@@ -164,7 +173,7 @@ function setVerdict(v) { state.verdict = v; state.offset = 0; loadSamples(); }
 function card(s, label) {
   return el("div", { class: "card", "data-id": s.id },
     el("h4", {}, label || `row ${s.row}${s.response_index ? "." + s.response_index : ""} `, el("span", { class: "v-" + s.verdict }, s.verdict)),
-    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars · extracted: `, math(el("span", { class: "pred" }, s.pred ?? "-"))),
+    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars · extracted: `, el("span", { class: "pred" }, formula(s.pred))),
     s.reason ? el("div", { class: "reason" }, "failure: " + s.reason) : null,
     text(s.response, "response"));
 }
@@ -174,7 +183,7 @@ function reportCard(s) {
   const c = card(s, `${s.data_source} #${s.row} `);
   c.querySelector(".meta").after(
     el("div", { class: "prompt" }, text(s.prompt)),
-    el("div", { class: "meta" }, el("b", {}, "gold: "), math(el("span", {}, s.ground_truth ?? "-"))));
+    el("div", { class: "meta" }, el("b", {}, "gold: "), formula(s.ground_truth)));
   return c;
 }
 
@@ -190,7 +199,7 @@ async function showGroup(id, file) {
   root.replaceChildren(
     el("h3", {}, `${g.data_source}: ${g.right} of ${g.n} right`),
     promptBlock(g.messages),
-    el("p", {}, el("b", {}, "gold: "), text(typeof g.ground_truth === "string" ? g.ground_truth : JSON.stringify(g.ground_truth), "gold")),
+    el("p", {}, el("b", {}, "gold: "), formula(g.ground_truth)),
     el("div", { class: "cards", id: "group-cards" }, ...g.samples.map((s) => card(s))));
   tab("group");
 }
@@ -205,14 +214,14 @@ async function loadDiff(offset) {
     el("table", { class: "grid", id: "diff-table" },
       el("thead", {}, el("tr", {}, el("th", {}, "row"), el("th", {}, "prompt"), el("th", {}, "A"), el("th", {}, "A pred"), el("th", {}, "B"), el("th", {}, "B pred"))),
       el("tbody", {}, ...d.items.map(({ a, b }) => el("tr", { class: "click", onclick: () => showPair(a.id, b.id) },
-        el("td", { class: "num" }, a.row), el("td", {}, text(a.prompt)), verdictCell(a.verdict), el("td", {}, text(a.pred)), verdictCell(b.verdict), el("td", {}, text(b.pred)))))));
+        el("td", { class: "num" }, a.row), el("td", {}, text(a.prompt)), verdictCell(a.verdict), el("td", {}, formula(a.pred)), verdictCell(b.verdict), el("td", {}, formula(b.pred)))))));
 }
 
 async function showPair(a, b) {
   const [sa, sb] = await Promise.all([api(`api/sample/${a}?file=0`), api(`api/sample/${b}?file=1`)]);
   document.getElementById("group").replaceChildren(
     el("h3", {}, "the same sample in both files"), promptBlock(sa.messages),
-    el("p", {}, el("b", {}, "gold: "), text(JSON.stringify(sa.ground_truth))),
+    el("p", {}, el("b", {}, "gold: "), formula(sa.ground_truth)),
     el("div", { class: "cards" }, card(sa, "A "), card(sb, "B ")));
   tab("group");
 }
