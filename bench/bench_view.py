@@ -78,7 +78,7 @@ def timed(client: httpx.Client, paths: list[str], repeat: int) -> tuple[float, A
         for path in paths:
             response = client.get(path)
             response.raise_for_status()
-            body = response.json()
+            body = response.json() if path != "/" else None
         best = min(best, time.perf_counter() - start)
     return best, body
 
