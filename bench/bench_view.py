@@ -27,7 +27,23 @@ from typing import Any
 import httpx
 
 SOURCES = ("DigitalLearningGmbH/MATH-lighteval", "openai/gsm8k", "lighteval/MATH")
-WORDS = "the answer is we compute first then so therefore sum product root square value of".split()
+WORDS = [
+    "the",
+    "answer",
+    "is",
+    "we",
+    "compute",
+    "first",
+    "then",
+    "so",
+    "therefore",
+    "sum",
+    "product",
+    "root",
+    "square",
+    "value",
+    "of",
+]
 
 
 def generate(path: Path, rows: int, flip: float, seed: int) -> None:
@@ -113,7 +129,8 @@ def main() -> None:
                         break
                     except httpx.TransportError:
                         time.sleep(0.01)
-                print(f"start-up (both files read and indexed, diff paired): {time.perf_counter() - start:.2f} s")
+                startup = time.perf_counter() - start
+                print(f"start-up (both files read and indexed, diff paired): {startup:.2f} s")
                 print(f"memory after start-up: {memory(proc.pid)}")
                 first, _ = timed(client, ["/", "api/meta", "api/summary", "api/samples?limit=50"], 1)
                 print(f"first page (/, meta, summary, 50 samples), cold: {first * 1000:.0f} ms")

@@ -25,6 +25,7 @@ from judger.trainer.io import example_data
 
 MATH = example_data("math_rollouts_dev.jsonl")
 # timings and the input path are not figures of the rollouts
+LOCAL = "http://127.0.0.1:8000"
 VOLATILE = ("elapsed_s", "samples_per_s", "input")
 
 
@@ -66,7 +67,8 @@ def _env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def client(scored: dict[str, Any]) -> TestClient:
     """The viewer over the default-scored file, compared with the compat="verl" one."""
-    return TestClient(create_app(RolloutIndex(scored["default"][1]), RolloutIndex(scored["verl"][1])))
+    app = create_app(RolloutIndex(scored["default"][1]), RolloutIndex(scored["verl"][1]))
+    return TestClient(app, base_url=LOCAL)
 
 
 def test_summary_of_a_raw_file_scored_on_the_way_in_equals_judger_score(scored: dict[str, Any]) -> None:
@@ -167,7 +169,7 @@ def test_diff_finds_the_verdicts_verl_mode_and_default_mode_disagree_on(
     assert [p["a"]["id"] for p in body["items"]] == differ
     assert all(p["a"]["verdict"] != p["b"]["verdict"] for p in body["items"])
     assert sum(body["flips"].values()) == len(differ)
-    one = TestClient(create_app(RolloutIndex(scored["default"][1])))
+    one = TestClient(create_app(RolloutIndex(scored["default"][1])), base_url=LOCAL)
     assert one.get("/api/diff").status_code == 404
 
 
@@ -196,7 +198,7 @@ def test_failed_and_timed_out_samples_keep_their_reason(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     index = RolloutIndex(path, scorer=None)
     assert (index.summary["failed"], index.summary["timed_out"]) == (1, 1)
-    c = TestClient(create_app(index))
+    c = TestClient(create_app(index), base_url=LOCAL)
     timed_out = c.get("/api/samples?verdict=timed_out").json()
     assert timed_out["total"] == 1
     assert timed_out["items"][0]["reason"] == "JudgeTimeoutError: took 5 s"
@@ -242,3 +244,33 @@ def test_judger_view_serves_on_127_0_0_1_only(scored: dict[str, Any]) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_page_of_another_host_name_is_refused(client: TestClient) -> None:
+    # DNS rebinding: a site whose name resolves to 127.0.0.1 must not read the rollouts
+    assert client.get("/api/summary", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/api/summary", headers={"host": "localhost:8000"}).status_code == 200
+
+
+def test_an_explicit_config_scores_every_sample_again_failures_included(tmp_path: Path) -> None:
+    row = {"data_source": "openai/gsm8k", "prompt": "1+1?", "reward_model": {"ground_truth": "2"}}
+    rows = [
+        {**row, "response": "#### 2", "reward": {"score": 0.0, "acc": False}, "score": 0.0},
+        {
+            **row,
+            "response": "#### 2",
+            "reward": None,
+            "status": "failed",
+            "error_msg": "JudgeTimeoutError: 5 s",
+            "judge_failure": {"judger": "gsm8k", "kind": "timeout"},
+        },
+    ]
+    path = tmp_path / "scored.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = build_parser().parse_args(["view", str(path), "--preset", "gsm8k"])
+    index = RolloutIndex(path, scorer=make_scorer(args), rescore=True)
+    assert index.scored == 2
+    assert index.counts(index.mask())["right"] == 2
+    kept = RolloutIndex(path, scorer=make_scorer(args))
+    assert kept.scored == 0
+    assert kept.counts(kept.mask()) == {"right": 0, "wrong": 1, "failed": 0, "timed_out": 1, "skipped": 0}

@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, ConfigError) as exc:
         _say(f"judger view: {exc}")
         return 2
+    except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
+        _say(f"judger view: scoring stopped: {type(exc).__name__}: {exc}")
+        return 2
     for index in indexes:
         for error in index.errors[:20]:
             _say(f"{index.path}: {error}")

@@ -10,6 +10,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from judger.cli.view_index import VERDICTS, RolloutIndex, diff
 
@@ -26,6 +27,8 @@ def _sample_id(index: RolloutIndex, sample: int) -> int:
 def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAPI:
     """The app over ``index``; with ``other``, ``/api/diff`` pairs their samples."""
     app = FastAPI(title="judger view", docs_url=None, redoc_url=None, openapi_url=None)
+    # only pages of this server may read it: a site whose name is rebound to 127.0.0.1 is refused
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])
     pairs: tuple[np.ndarray, np.ndarray] | None = diff(index, other) if other is not None else None
 
     def which(file: int) -> RolloutIndex:

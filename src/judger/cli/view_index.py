@@ -9,9 +9,11 @@ back from the file when it is opened. The states themselves are dropped once ind
 
 from __future__ import annotations
 
+import gc
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -77,10 +79,11 @@ def restore_outcome(state: RolloutState, row: dict[str, Any]) -> None:
         state.extra_fields["judge_failure"] = failure
 
 
-def states_of_row(row: Any, number: int) -> list[RolloutState]:
-    """The states of one row with their stored outcomes; ValueError/ValidationError as parse_row."""
+def states_of_row(row: Any, number: int, *, restore: bool = True) -> list[RolloutState]:
+    """The states of one row, with their stored outcomes unless ``restore`` is False (then exactly
+    as ``judger score`` reads them); ValueError/ValidationError as parse_row."""
     states, layout = parse_row(row, number, decoded=True)
-    if layout == "verl" and isinstance(row, dict):
+    if restore and layout == "verl" and isinstance(row, dict):
         for state in states:
             restore_outcome(state, row)
     return states
@@ -93,8 +96,9 @@ class ReadResult:
     errors: list[RowError] = field(default_factory=list)
 
 
-def read_with_outcomes(path: Path) -> ReadResult:
-    """Every row's states (stored rewards kept), their row numbers, and the rows that failed."""
+def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
+    """Every row's states (stored rewards kept when ``restore``), their row numbers, and the rows
+    that failed."""
     out = ReadResult()
     try:
         for number, row in iter_rows(path):
@@ -102,7 +106,7 @@ def read_with_outcomes(path: Path) -> ReadResult:
                 out.errors.append(row)
                 continue
             try:
-                states = states_of_row(row, number)
+                states = states_of_row(row, number, restore=restore)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "row"
@@ -160,15 +164,14 @@ class RolloutIndex:
         if self.path.is_dir():
             raise InputError(f"{self.path}: is a directory, not a rollouts file")
         self.parquet = self.path.suffix.lower() in (".parquet", ".pq")
-        read = read_with_outcomes(self.path)
+        # scoring again reads the rows as `judger score` does: stored rewards and failures dropped
+        with _gc_paused():
+            read = read_with_outcomes(self.path, restore=not rescore)
         states, self.errors = read.states, read.errors
-        to_judge = [s for s in states if s.status == Status.COMPLETED and (rescore or s.reward is None)]
+        to_judge = [s for s in states if s.status == Status.COMPLETED and s.reward is None]
         self.scored = 0
         elapsed = 0.0
         if to_judge and scorer is not None:
-            if rescore:
-                for s in to_judge:
-                    s.reward = None
             start = time.perf_counter()
             scorer(to_judge)
             elapsed = time.perf_counter() - start
@@ -178,8 +181,11 @@ class RolloutIndex:
         self.summary: dict[str, Any] = {"input": str(path), **summary}
         if self.errors:
             self.summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in self.errors]
-        self._columns(states, read.rows)
+        with _gc_paused():
+            self._columns(states, read.rows)
+        del states, read, to_judge
         self.offsets = None if self.parquet else line_offsets(self.path)
+        _release_memory()
         self._row_groups: np.ndarray | None = None
 
     def _columns(self, states: Sequence[RolloutState], rows: Sequence[int]) -> None:
@@ -392,6 +398,30 @@ def plot_data(
             "score": np.asarray(length_scores).tolist(),
         },
     }
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collection while the states are built: they are acyclic and live until indexed."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _release_memory() -> None:
+    """Hand the memory of the dropped states back to the system: the server lives on for hours with
+    only the columns, and glibc keeps freed small-object heaps mapped unless asked."""
+    import ctypes
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory is reused by the process, not returned
+        pass
 
 
 def _cut(text: str | None, limit: int, *, tail: bool = False) -> str:
