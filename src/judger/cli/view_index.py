@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc
 from pydantic import ValidationError
 
 from judger.cli.report import _prompt_text, failure_kind, summarize
@@ -184,6 +187,7 @@ class RolloutIndex:
         with _gc_paused():
             self._columns(states, read.rows)
         del states, read, to_judge
+        self._spill_texts()
         self.offsets = None if self.parquet else line_offsets(self.path)
         _release_memory()
         self._row_groups: np.ndarray | None = None
@@ -235,6 +239,27 @@ class RolloutIndex:
             seen[base] = k + 1
             keys.append((*base, k))
         self.match_key = keys
+
+    def _spill_texts(self) -> None:
+        """Move the text columns to a memory-mapped temporary Arrow file.
+
+        They are what the search scans, about the size of the file: mapped, they sit in the page
+        cache, which the system can reclaim, instead of in the server's own memory. The file is
+        unlinked at once (the mapping keeps it until the server exits), so nothing is left behind.
+        """
+        names = ("prompt_text", "response_text", "pred", "reward_json", "reason")
+        table = pa.table({name: getattr(self, name) for name in names})
+        fd, spill = tempfile.mkstemp(prefix="judger-view-", suffix=".arrow")
+        os.close(fd)
+        try:
+            with pa.OSFile(spill, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+            mapped = pa.ipc.open_file(pa.memory_map(spill, "r")).read_all()
+        finally:
+            os.unlink(spill)
+        for name in names:
+            column = mapped.column(name)
+            setattr(self, name, column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
 
     # --- reading one sample back -------------------------------------------------------------------
 
