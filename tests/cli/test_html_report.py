@@ -14,6 +14,7 @@ pytest.importorskip("math_verify")
 from judger.cli.html_report import ReportSample
 from judger.cli.main import main
 from judger.core.rollout import RolloutState, Status
+from judger.testing.fake_openai import PolicyServer
 from judger.trainer.io import example_data
 
 
@@ -88,3 +89,18 @@ def test_report_sample_stays_bounded_and_counts_every_failure() -> None:
     assert sum(data["plots"]["d"]["histogram"]["counts"]) == 4500  # every score, not the sample
     assert [e["verdict"] for e in data["examples"]] == ["wrong"] * 3 + ["failed"] * 3 + ["right"] * 3
     assert sum(r["count"] for r in data["failure_reasons"]["d"]) == 500
+
+
+def test_judger_eval_writes_the_same_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = PolicyServer("policy")
+    try:
+        out = tmp_path / "eval.html"
+        argv = ["eval", str(example_data("gsm8k_test.jsonl")), "--base-url", server.url, "--limit", "3"]
+        code = main([*argv, "-n", "2", "--no-progress", "--format", "json", "--html", str(out)])
+    finally:
+        server.stop()
+    assert code in (0, 3)
+    summary = json.loads(capsys.readouterr().out)
+    page = out.read_text(encoding="utf-8")
+    assert _embedded(page)["summary"] == summary
+    assert "<title>judger eval:" in page

@@ -171,21 +171,25 @@ def render_html(summary: dict[str, Any], sample: ReportSample, title: str = "jud
     )
 
 
-def write_html(path: str | Path, summary: dict[str, Any], sample: ReportSample) -> None:
+def write_html(
+    path: str | Path, summary: dict[str, Any], sample: ReportSample, title: str = "judger score"
+) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(summary, sample), encoding="utf-8")
+    target.write_text(render_html(summary, sample, title), encoding="utf-8")
 
 
-def write_for_score(path: str | Path, summary: dict[str, Any], states: Iterable[RolloutState]) -> bool:
-    """``judger score --html PATH``: the report of ``states``; False (said on stderr) if not written."""
+def write_report(
+    path: str | Path, summary: dict[str, Any], states: Iterable[RolloutState], command: str = "judger score"
+) -> bool:
+    """``judger score|eval --html PATH``: the report of ``states``; False (said on stderr) if not written."""
     import sys
 
     sample = ReportSample()
     sample.add(states)
     try:
-        write_html(path, summary, sample)
+        write_html(path, summary, sample, title=command)
     except Exception as exc:
-        print(f"judger score: cannot write {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print(f"{command}: cannot write {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return False
     return True

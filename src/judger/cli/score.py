@@ -318,9 +318,9 @@ def run(args: argparse.Namespace) -> int:
             _say(f"judger score: cannot write {args.output}: {type(exc).__name__}: {exc}")
             write_failed = True
     if args.html:
-        from judger.cli.html_report import write_for_score
+        from judger.cli.html_report import write_report
 
-        write_failed = not write_for_score(args.html, summary, states) or write_failed
+        write_failed = not write_report(args.html, summary, states) or write_failed
     if args.format == "json":
         if shown:
             summary["examples"] = shown
