@@ -79,11 +79,13 @@ def generate(path: Path, rows: int, flip: float, seed: int) -> None:
 
 
 def memory(pid: int) -> dict[str, float]:
+    """The server's memory in MiB."""
     status = Path(f"/proc/{pid}/status").read_text()
     out = {}
-    for key in ("VmRSS", "VmHWM"):
+    # RssFile: pages of the memory-mapped text columns (page cache, reclaimable); RssAnon: the heap
+    for key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
         match = re.search(rf"{key}:\s+(\d+) kB", status)
-        out[key] = int(match.group(1)) / 1024 if match else float("nan")
+        out[key] = round(int(match.group(1)) / 1024) if match else float("nan")
     return out
 
 

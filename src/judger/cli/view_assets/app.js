@@ -212,9 +212,10 @@ async function loadDiff(offset) {
     el("p", { id: "diff-total", "data-total": d.total }, `${d.total} samples in ${d.prompts} prompts change verdict from ${files[0].path} (A) to ${files[1].path} (B): ` +
       Object.entries(d.flips).map(([k, n]) => `${k} ${n}`).join(", ")),
     el("table", { class: "grid", id: "diff-table" },
+      // the extracted answers as written: a verdict that flips on the same text is the grader's doing
       el("thead", {}, el("tr", {}, el("th", {}, "row"), el("th", {}, "prompt"), el("th", {}, "A"), el("th", {}, "A pred"), el("th", {}, "B"), el("th", {}, "B pred"))),
       el("tbody", {}, ...d.items.map(({ a, b }) => el("tr", { class: "click", onclick: () => showPair(a.id, b.id) },
-        el("td", { class: "num" }, a.row), el("td", {}, text(a.prompt)), verdictCell(a.verdict), el("td", {}, formula(a.pred)), verdictCell(b.verdict), el("td", {}, formula(b.pred)))))));
+        el("td", { class: "num" }, a.row), el("td", {}, text(a.prompt)), verdictCell(a.verdict), el("td", {}, el("code", {}, a.pred ?? "-")), verdictCell(b.verdict), el("td", {}, el("code", {}, b.pred ?? "-")))))));
 }
 
 async function showPair(a, b) {
