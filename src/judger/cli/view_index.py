@@ -230,15 +230,18 @@ class RolloutIndex:
             [s.error_msg if s.status == Status.FAILED else None for s in states], type=pa.large_string()
         )
         self.status = pa.array([s.status.value for s in states]).dictionary_encode()
-        # the key that pairs a sample with the same one in another file: prompt, then its place
-        seen: dict[tuple[str, str], int] = {}
-        keys = []
+        # the key that pairs a sample with the same one in another file: a hash of its data_source and
+        # prompt (numbers: keeping the prompt strings read with the states would pin their memory),
+        # then its place among that prompt's samples
+        seen: dict[int, int] = {}
+        hashes = np.empty(n, dtype=np.int64)
+        place = np.empty(n, dtype=np.int64)
         for i in range(n):
-            base = (self.sources[self.source[i]], prompts[i])
-            k = seen.get(base, 0)
-            seen[base] = k + 1
-            keys.append((*base, k))
-        self.match_key = keys
+            h = hash((self.sources[self.source[i]], prompts[i]))
+            hashes[i] = h
+            place[i] = seen.get(h, 0)
+            seen[h] = int(place[i]) + 1
+        self.prompt_hash, self.place = hashes, place
 
     def _spill_texts(self) -> None:
         """Move the text columns to a memory-mapped temporary Arrow file.
@@ -260,6 +263,9 @@ class RolloutIndex:
         for name in names:
             column = mapped.column(name)
             setattr(self, name, column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
+
+    def source_name(self, i: int) -> str:
+        return self.sources[self.source[i]]
 
     # --- reading one sample back -------------------------------------------------------------------
 
@@ -443,6 +449,7 @@ def _release_memory() -> None:
     import ctypes
 
     gc.collect()
+    pa.default_memory_pool().release_unused()  # the text columns' buffers before they were mapped
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the memory is reused by the process, not returned
@@ -471,11 +478,14 @@ def _row_group(path: str, group: int) -> pa.Table:
 def diff(a: RolloutIndex, b: RolloutIndex) -> tuple[np.ndarray, np.ndarray]:
     """The samples (indices in ``a`` and in ``b``) whose verdict differs, paired by data_source,
     prompt and place among that prompt's samples."""
-    where_b = {key: j for j, key in enumerate(b.match_key)}
+    where_b = {(int(h), int(k)): j for j, (h, k) in enumerate(zip(b.prompt_hash, b.place))}
     left, right = [], []
-    for i, key in enumerate(a.match_key):
-        j = where_b.get(key)
-        if j is not None and a.verdict[i] != b.verdict[j]:
+    for i, (h, k) in enumerate(zip(a.prompt_hash, a.place)):
+        j = where_b.get((int(h), int(k)))
+        if j is None or a.verdict[i] == b.verdict[j]:
+            continue
+        # a hash is not proof: the pair is kept only if the two prompts are the same text
+        if a.prompt_text[i].as_py() == b.prompt_text[j].as_py() and a.source_name(i) == b.source_name(j):
             left.append(i)
             right.append(j)
     return np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
