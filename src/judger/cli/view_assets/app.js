@@ -120,6 +120,10 @@ function renderSummary(root, payload) {
     el("p", { id: "totals" }, `${s.samples} samples, ${s.judged} judged, ${s.failed} failed, ${s.timed_out} timed out, ${s.skipped} skipped, ${s.bad_rows} unreadable rows`),
     summaryTable(s),
   );
+  if (s.bad_row_errors && s.bad_row_errors.length) {
+    root.append(el("details", { id: "bad-rows" }, el("summary", {}, `${s.bad_row_errors.length} rows could not be read`),
+      el("ul", {}, ...s.bad_row_errors.slice(0, 100).map((e) => el("li", {}, `row ${e.row}: ${e.message}`)))));
+  }
   for (const [name, reasons] of Object.entries(payload.failure_reasons || {})) {
     root.append(el("h3", {}, `top failure reasons: ${name}`),
       el("ul", { class: "reasons" }, ...reasons.map((r) => el("li", {}, `${r.count} × ${r.reason}`))));
