@@ -40,6 +40,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 	$(MAKE) test-py310
 	$(MAKE) test-clients
+	$(MAKE) test-browser
 
 # requires-python is >=3.10: the fast suite runs on 3.10 too, in its own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
@@ -62,6 +63,24 @@ test-py310: $(STAMP310)
 test-clients: $(CLIENTS_STAMP)
 	$(CLIENTS_BIN)/pytest -q tests/clients
 	$(CLIENTS_BIN)/pytest -q -m "not slow" tests --ignore=tests/clients
+
+# `judger view` in a real browser: Playwright in its own environment drives the system Chromium
+# (installed here when we are root with apt-get; Playwright's own browser download is not needed)
+BROWSER_VENV := .venv-browser
+BROWSER_STAMP := $(BROWSER_VENV)/.installed
+.PHONY: test-browser
+
+$(BROWSER_STAMP):
+	test -x $(BROWSER_VENV)/bin/python || $(PYTHON) -m venv $(BROWSER_VENV)
+	$(BROWSER_VENV)/bin/python -m pip install --quiet 'playwright>=1.40' 'pytest>=8'
+	touch $(BROWSER_STAMP)
+
+test-browser: $(STAMP) $(BROWSER_STAMP)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && apt-get install -y chromium; \
+	  else echo "Chromium is missing; run: sudo apt-get install -y chromium (or set CHROMIUM=/path)"; exit 1; fi; }
+	JUDGER_PYTHON=$(abspath $(BIN)/python) $(BROWSER_VENV)/bin/pytest -q --noconftest -p no:cacheprovider tests/browser
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete an existing -o file that another run (or no judger eval run) wrote, and start over",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
+    )
     parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     parser.add_argument(
         "--row-format", choices=("auto", "verl", "gsm8k"), default="auto", help="input layout (default: auto)"
@@ -328,6 +331,10 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:
             _say(f"judger eval: cannot write {output}: {type(exc).__name__}: {exc}")
             write_failed = True
+    if args.html:
+        from judger.cli.html_report import write_report
+
+        write_failed = not write_report(args.html, summary, states, "judger eval") or write_failed
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
     else:

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("judger.cli.score", "score a rollouts file (JSONL/Parquet) and report per data_source"),
     "serve": ("judger.cli.serve", "serve a judger config over HTTP"),
     "eval": ("judger.cli.eval", "generate on OpenAI-compatible servers, judge, report per data_source"),
+    "view": ("judger.cli.view", "look at rollouts and their rewards in a browser (127.0.0.1)"),
 }
 
 

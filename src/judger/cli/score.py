@@ -91,6 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=256, metavar="B", help="samples per batch_judge call"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
+    )
 
 
 # --- the output file ------------------------------------------------------------------------------
@@ -268,6 +271,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
 
     tally = Tally(args.examples)
+    report_sample = None
+    if args.html:
+        from judger.cli.html_report import ReportSample
+
+        report_sample = ReportSample()  # bounded: a few examples and points, every score
     sink: OutputSink | None = None
     write_error: str | None = None
     if args.output:
@@ -305,6 +313,8 @@ def run(args: argparse.Namespace) -> int:
                                 write_error = f"{type(exc).__name__}: {exc}"
                                 sink.discard()
                         tally.add(chunk.states)
+                        if report_sample is not None:
+                            report_sample.add(chunk.states)
                         advance(len(chunk.errors) + len(set(chunk.rows)))
                     finally:
                         following = await reading
@@ -350,6 +360,11 @@ def run(args: argparse.Namespace) -> int:
     if tally.errors:
         summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
     shown = tally.examples
+    html_failed = False
+    if report_sample is not None:
+        from judger.cli.html_report import write_sample_report
+
+        html_failed = not write_sample_report(args.html, summary, report_sample)
     if args.format == "json":
         if shown:
             summary["examples"] = shown
@@ -364,7 +379,7 @@ def run(args: argparse.Namespace) -> int:
         render_summary(summary, out)
         if args.output and write_error is None:
             out.print(f"wrote {tally.samples} rows to {args.output}")
-    if write_error is not None:
+    if write_error is not None or html_failed:
         return EXIT_UNUSABLE
     if tally.errors:
         return EXIT_BAD_ROWS
