@@ -29,10 +29,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judger.core.errors import GenerationError
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.runtime.http import HttpClient
-from judger.trainer.controller import RolloutController
+from judger.trainer.controller import RolloutController, parse_choice
 from judger.trainer.sample_params import SampleParams, as_sample_params
 from judger.trainer.tokenizer import load_tokenizer
 
@@ -175,10 +176,12 @@ def render_messages(messages: Sequence[dict[str, Any]]) -> str:
 class OpenAICompletionsGenerator:
     """``generate(state)`` over an OpenAI-compatible ``/v1/completions`` endpoint.
 
-    Reads ``choices[0].text`` and ``finish_reason``; with ``logprobs`` on, the token ids
-    (``choices[0].token_ids``, as vLLM returns them when asked) and ``logprobs.token_logprobs``.
-    ``tokenize`` (text -> ids), when given, fills ``prompt_ids`` and, if the server sent no ids,
-    ``response_ids``.
+    Reads ``choices[0].text`` and ``finish_reason``; with ``logprobs`` on, asks for the sampled
+    token ids (vLLM's ``return_token_ids`` / ``return_tokens_as_token_ids``) and keeps them with
+    ``logprobs.token_logprobs``. A reply without the ids fails the sample, naming why: ids made by
+    re-tokenizing the text are not the tokens the server sampled, and a trainer would learn from
+    tokens the policy never produced. ``tokenize`` (text -> ids), when given, fills only
+    ``prompt_ids`` the server did not return.
     """
 
     def __init__(
@@ -225,6 +228,8 @@ class OpenAICompletionsGenerator:
         body: dict[str, Any] = {"model": await self._model(), "prompt": prompt, **self.sample_params}
         if self.logprobs:
             body.setdefault("logprobs", 1)
+            body.setdefault("return_token_ids", True)
+            body.setdefault("return_tokens_as_token_ids", True)
         reply = await self._http.post_json(f"{self.base_url}/v1/completions", body)
         try:
             choice = reply["choices"][0]
@@ -232,18 +237,21 @@ class OpenAICompletionsGenerator:
             raise ValueError(
                 f"{self.base_url}/v1/completions replied without choices: {reply!r:.200}"
             ) from None
-        text = choice.get("text") or ""
-        out: dict[str, Any] = {"response": text, "finish_reason": choice.get("finish_reason")}
-        ids = choice.get("token_ids")
-        logprobs = (choice.get("logprobs") or {}).get("token_logprobs") if self.logprobs else None
-        if ids is None and self.tokenize is not None:
-            ids = self.tokenize(text)
-        if ids is not None:
-            out["response_ids"] = [int(t) for t in ids]
-        if logprobs is not None and (ids is None or len(logprobs) == len(ids)):
-            out["logprobs"] = [float(x) for x in logprobs]
-        if state.prompt_ids is None and self.tokenize is not None:
+        out = parse_choice(choice, "completions")
+        if self.logprobs and "response_ids" not in out:
+            raise GenerationError(
+                f"{self.base_url} returned no token ids for the response (asked with return_token_ids "
+                "and return_tokens_as_token_ids, as vLLM >= 0.10.2 answers them); re-tokenizing the "
+                "text would not give the tokens it sampled: use such a server, or logprobs=False "
+                "for text only"
+            )
+        if not self.logprobs:
+            out.pop("response_ids", None)
+            out.pop("logprobs", None)
+        if state.prompt_ids is None and "prompt_ids" not in out and self.tokenize is not None:
             out["prompt_ids"] = self.tokenize(prompt)
+        if state.prompt_ids is not None:
+            out.pop("prompt_ids", None)  # given prompt ids are kept
         return out
 
     async def aclose(self) -> None:

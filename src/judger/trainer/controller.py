@@ -207,7 +207,7 @@ class RolloutController:
 
     ``render_prompt(messages) -> str`` renders a chat for the completions endpoint (a tokenizer's
     chat template; by default one content per line). ``tokenize(text) -> ids`` fills ``prompt_ids``
-    / ``response_ids`` the server did not return.
+    the server did not return (never ``response_ids``: only the server knows what it sampled).
     """
 
     def __init__(
@@ -509,11 +509,9 @@ class RolloutController:
             if prompt_ids is not None and "prompt_ids" not in fields:
                 fields["prompt_ids"] = list(prompt_ids)  # each sample owns its lists
             apply_generation(state, fields)
-            if self.tokenize is not None:
-                if state.response_ids is None:
-                    state.response_ids = self.tokenize(state.response or "")
-                if state.prompt_ids is None:
-                    state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
+            # the response is never re-tokenized: those ids need not be the ones the server sampled
+            if self.tokenize is not None and state.prompt_ids is None:
+                state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
         usage = reply.get("usage") or {}
         tokens = usage.get("completion_tokens")
         if not isinstance(tokens, int):
