@@ -50,7 +50,8 @@ def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[
     """The prompt's token ids under ``tokenizer``'s chat template (with the generation prompt);
     whatever ``apply_chat_template`` returns (a list, a dict or a BatchEncoding, batched or not)."""
     if hasattr(tokenizer, "apply_chat_template"):
-        return _as_ids(tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True))
+        encoded = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+        return _as_ids(encoded)
     text = "\n".join(str(m.get("content") or "") for m in messages)
     return _as_ids(tokenizer.encode(text))
 
