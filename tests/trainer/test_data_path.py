@@ -271,3 +271,25 @@ def test_group_size_conflict_is_refused() -> None:
     assert loop.load_tokenizer() is None  # no local tokenizer there: the server's token ids are used
     with pytest.raises(ValueError, match="temprature"):
         SingleTurnAgentLoopConfig(sample_params={"temprature": 0.5})
+
+
+def test_a_served_model_name_mismatch_is_refused_before_any_group(policy: PolicyServer) -> None:
+    from judger.core.errors import GenerationError
+    from judger.presets import GSM8KJudgerConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+    from judger.trainer.task import TaskSpecConfig
+
+    task = TaskSpecConfig(
+        task_name="t",
+        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint="/ckpt/other-model"),
+        judger_config=GSM8KJudgerConfig(),
+        sampler_config=SamplerConfig(data_files=example_data("gsm8k_test.jsonl"), n=2, limit=50),
+    )
+    manager = AgentLoopManagerConfig(
+        tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url])
+    ).build()
+    with pytest.raises(
+        GenerationError, match=r"serves \['/models/fake-policy'\], not model '/ckpt/other-model'"
+    ):
+        run(produce(manager, 4))
+    assert policy.fake.chat_requests == 0 and manager.groups_started == 0

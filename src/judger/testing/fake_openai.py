@@ -61,6 +61,8 @@ Behaviour switches (plain attributes; safe to change while the server runs):
     concurrency and deadlines).
 ``models_status``
     When set, ``GET /v1/models`` fails with that status.
+``models_delay``
+    Seconds ``GET /v1/models`` waits before answering (a slow probe).
 ``token_ids``
     False: ``return_token_ids`` and ``return_tokens_as_token_ids`` are ignored, as by a strict
     OpenAI server (or vLLM before 0.10.2 for the first): replies carry text, never token ids.
@@ -183,6 +185,7 @@ class FakeOpenAI:
         self.stall_seconds = 60.0
         self.models_status: int | None = None
         self.token_ids = True
+        self.models_delay = 0.0
         self._released = False
         self.reset()
         self.app = self._build_app()
@@ -260,6 +263,8 @@ class FakeOpenAI:
         @app.get("/v1/models")
         async def models() -> Any:
             fake.models_requests += 1
+            if fake.models_delay:
+                await asyncio.sleep(fake.models_delay)
             if fake.mode == "drop":
                 return _DroppedReply()
             if fake.models_status is not None:

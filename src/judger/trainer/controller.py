@@ -231,6 +231,7 @@ class RolloutController:
         self._changed: asyncio.Condition | None = None
         self._probe: asyncio.Task[None] | None = None
         self._model_lock: asyncio.Lock | None = None
+        self._all_out_reported = False
         self._deadline = config.deadline or 4 * config.request_timeout
 
     # --- plumbing bound to the running loop -------------------------------------------------------
@@ -330,6 +331,7 @@ class RolloutController:
                 return server
             self._ensure_probe()
             left = until - time.monotonic()
+            self._report_all_out(left)
             if left <= 0:
                 raise GenerationError("every server is out and none came back before the deadline")
             async with self._changed:
@@ -338,6 +340,21 @@ class RolloutController:
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
+
+    def _report_all_out(self, left: float) -> None:
+        """Say once per outage, as it starts, that every server is out and when waiting ends."""
+        if self._all_out_reported:
+            return
+        self._all_out_reported = True
+        give_up = time.strftime("%H:%M:%S", time.localtime(time.time() + max(0.0, left)))
+        logger.warning(
+            "every rollout server is out (%s): requests wait for one to come back (probed every %g s) "
+            "and fail at their deadline of %g s, the first at %s",
+            ", ".join(s.url for s in self.servers),
+            self.config.probe_interval,
+            self._deadline,
+            give_up,
+        )
 
     async def _notify(self) -> None:
         assert self._changed is not None
@@ -358,6 +375,7 @@ class RolloutController:
     async def _probe_loop(self) -> None:
         while any(not s.healthy for s in self.servers):
             await asyncio.sleep(self.config.probe_interval)
+            back = []
             for server in [s for s in self.servers if not s.healthy]:
                 try:
                     resp = await self._clients[server.url].get(
@@ -366,10 +384,16 @@ class RolloutController:
                 except (httpx.HTTPError, OSError):
                     continue
                 if resp.status_code < 500:
-                    server.healthy = True
-                    server.consecutive_failures = 0
-                    logger.warning("rollout server %s is back", server.url)
-                    await self._notify()
+                    back.append(server)
+            # all at once, after the round: woken at the first one back, the waiting requests would
+            # all go to it while the others, back too, are still to be probed
+            for server in back:
+                server.healthy = True
+                server.consecutive_failures = 0
+                logger.warning("rollout server %s is back", server.url)
+            if back:
+                self._all_out_reported = False
+                await self._notify()
 
     # --- one request ------------------------------------------------------------------------------
 
