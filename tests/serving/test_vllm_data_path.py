@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import VLLMServer
 
+from conftest import VLLMServer
 from judger.cli.main import main
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
@@ -45,7 +45,8 @@ def raw(server: VLLMServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def logged_params(server: VLLMServer) -> list[str]:
     """The SamplingParams of every request, as the engine's request log prints them."""
-    return re.findall(r"Received request \S+: params: (SamplingParams\(.*?\)), lora_request", server.log_text())
+    pattern = r"Received request \S+: params: (SamplingParams\(.*?\)), lora_request"
+    return re.findall(pattern, server.log_text())
 
 
 def test_the_sampler_reads_prompt_ids_with_transformers_own_tokenizer(tiny_model: Path) -> None:
