@@ -8,8 +8,13 @@ runs on a 2-core machine.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +243,71 @@ def test_eval_completions_endpoint_uses_the_chat_template(
     tokenizer = tokenizer_of(tiny_model)
     text = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
     assert row["prompt_tokens"] == len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def received(server: VLLMServer, since: int = 0) -> int:
+    """Requests the server's log shows from byte ``since`` on."""
+    return server.log_text()[since:].count("Received request")
+
+
+async def test_a_server_killed_and_restarted_mid_run(vllm: VLLMServer, tiny_model: Path) -> None:
+    """The only test with two servers: the second is SIGKILLed while it holds requests (they go to
+    the first), then restarted on its port; the probe puts it back and it takes requests again."""
+    second = VLLMServer(tiny_model, name="second").start()
+    try:
+        await asyncio.to_thread(second.wait_ready)
+        cfg = RolloutControllerConfig(
+            base_urls=[vllm.url, second.url], request_timeout=TIMEOUT, probe_interval=1.0, max_concurrency=4
+        )
+        groups = list(SamplerConfig(data_files=GSM8K, n=2, limit=12, shuffle=False).build().groups())
+        params = SampleParams(temperature=1.0, max_tokens=16, seed=5)
+        async with cfg.build(model=vllm.served_model) as ctl:
+            work = asyncio.gather(*(ctl.generate_group(g, params) for g in groups))
+            while ctl.servers[1].requests < 2:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(second.kill)
+            done = await work
+            assert all(s.status == Status.COMPLETED for g in done for s in g), [
+                s.error_msg for g in done for s in g if s.error_msg
+            ]
+            assert ctl.servers[1].taken_out == 1 and ctl.servers[0].requests > 0
+
+            offset = len(second.log_text())
+            second.start()  # the same port: a restarted server
+            await asyncio.to_thread(second.wait_ready)
+            for _ in range(120):
+                if ctl.servers[1].healthy:
+                    break
+                await asyncio.sleep(0.5)
+            assert ctl.servers[1].healthy
+            more = list(SamplerConfig(data_files=GSM8K, n=2, limit=4, shuffle=False).build().groups())
+            again = await asyncio.gather(*(ctl.generate_group(g, params) for g in more))
+        assert all(s.status == Status.COMPLETED for g in again for s in g)
+        assert received(second, offset) >= 1
+    finally:
+        second.stop()
+
+
+def test_eval_resumes_after_ctrl_c(vllm: VLLMServer, tmp_path: Path) -> None:
+    out = tmp_path / "resumed.jsonl"
+    cmd = [sys.executable, "-m", "judger", "eval", str(GSM8K), "--base-url", vllm.url, "--limit", "8"]
+    cmd += ["-n", "2", "--max-tokens", "16", "--temperature", "1.0", "--seed", "3", "--concurrency", "1"]
+    cmd += ["-o", str(out), "--no-progress", "--format", "json", "--request-timeout", str(TIMEOUT)]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and first.poll() is None:
+        if out.exists() and len(out.read_text().splitlines()) >= 4:  # two groups written
+            break
+        time.sleep(0.1)
+    first.send_signal(signal.SIGINT)  # Ctrl-C
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 130 and "run the same command again to resume" in err, err
+    kept = len(out.read_text().splitlines())
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert second.returncode in (0, 3), second.stderr
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    gen = report["generation"]
+    assert gen["resumed_samples"] >= 4 and gen["resumed_samples"] + gen["generated_samples"] == 16
+    assert gen["resumed_samples"] <= kept and gen["failed_samples"] == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 16 and len({r["uid"] for r in rows}) == 8
