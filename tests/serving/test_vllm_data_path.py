@@ -311,3 +311,21 @@ def test_eval_resumes_after_ctrl_c(vllm: VLLMServer, tmp_path: Path) -> None:
     assert gen["resumed_samples"] <= kept and gen["failed_samples"] == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 16 and len({r["uid"] for r in rows}) == 8
+
+
+async def test_the_url_form_renders_prompts_with_the_checkpoints_chat_template(
+    vllm: VLLMServer, tiny_model: Path
+) -> None:
+    config = SingleTurnAgentLoopConfig(
+        hf_checkpoint=str(tiny_model), sample_params={"max_tokens": 4, "temperature": 1.0, "seed": 2}
+    )
+    agent = SingleTurnAgentLoop(config, vllm.url, None)
+    message = [{"role": "user", "content": "What is 6 times 7?"}]
+    try:
+        (got,) = await agent.generate_group(RolloutState(message=message, data_source="toy"))
+    finally:
+        await agent.aclose()
+    assert got.status == Status.COMPLETED, got.error_msg
+    tokenizer = tokenizer_of(tiny_model)
+    text = tokenizer.apply_chat_template(message, add_generation_prompt=True, tokenize=False)
+    assert got.prompt_ids == tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -9,7 +9,9 @@
   (and ideally ``response_ids``, ``logprobs``, ``finish_reason``) on the state, or returns those
   fields as a dict; or
 - the base URL of an OpenAI-compatible server (vLLM, lmdeploy, sglang): ``POST /v1/completions``
-  with the rendered prompt and ``config.sample_params``.
+  with the prompt rendered by ``hf_checkpoint``'s chat template when its tokenizer loads from local
+  files (else ``render_prompt``, by default one content per line) and ``config.sample_params``;
+  the response's token ids are the server's, never a re-tokenization.
 
 Then :func:`run_judger` scores the group: in single mode (the default) each COMPLETED sample is
 judged on its own; in batch mode (``enable_batch_judge=True``) the group is judged in one
@@ -35,7 +37,7 @@ from judger.core.rollout import RolloutState, Status
 from judger.runtime.http import HttpClient
 from judger.trainer.controller import RolloutController, parse_choice
 from judger.trainer.sample_params import SampleParams, as_sample_params
-from judger.trainer.tokenizer import load_tokenizer
+from judger.trainer.tokenizer import chat_prompt_text, load_tokenizer
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
 
@@ -173,6 +175,14 @@ def render_messages(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
+def _chat_template_of(config: SingleTurnAgentLoopConfig) -> Callable[[Sequence[dict[str, Any]]], str] | None:
+    """``hf_checkpoint``'s chat template as a prompt renderer, when its tokenizer loads locally."""
+    tokenizer = config.load_tokenizer()
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    return lambda messages: chat_prompt_text(tokenizer, messages)
+
+
 class OpenAICompletionsGenerator:
     """``generate(state)`` over an OpenAI-compatible ``/v1/completions`` endpoint.
 
@@ -268,7 +278,7 @@ class SingleTurnAgentLoop:
         judger: BaseJudger | None = None,
         *,
         tokenize: Callable[[str], list[int]] | None = None,
-        render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
+        render_prompt: Callable[[Sequence[dict[str, Any]]], str] | None = None,
     ) -> None:
 
         self.config = config
@@ -280,6 +290,8 @@ class SingleTurnAgentLoop:
             if generate.model is None:
                 generate.model = config.served_model()
         elif isinstance(generate, str):
+            if render_prompt is None:
+                render_prompt = _chat_template_of(config) or render_messages
             generate = OpenAICompletionsGenerator(
                 generate,
                 model=config.served_model(),
