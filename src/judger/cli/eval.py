@@ -182,12 +182,14 @@ def run(args: argparse.Namespace) -> int:
 
         tokenizer = load_tokenizer(args.tokenizer or args.model)
         if tokenizer is None and (args.tokenizer or args.endpoint == "completions"):
-            named = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--model {args.model}"
+            if args.tokenizer or args.model:
+                flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--model {args.model}"
+                found = f"{flag} gives no local tokenizer (transformers and a local model folder are needed)"
+            else:
+                found = "no tokenizer was given"
             _say(
                 "judger eval: --endpoint completions sends prompts under the model's chat template, "
-                f"and {named if (args.tokenizer or args.model) else 'no --tokenizer'} gives no local "
-                "tokenizer (transformers and a local model folder are needed): give --tokenizer DIR, "
-                "or use --endpoint chat (the server applies its own template)"
+                f"and {found}: give --tokenizer DIR, or use --endpoint chat (the server applies its own)"
             )
             return EXIT_UNUSABLE
     try:
