@@ -242,6 +242,7 @@ async def test_requests_waiting_for_servers_spread_over_all_that_come_back(
             b.fake.models_delay = 0.5  # b answers its probe slowly: a is known back first
             for s in two_policies:
                 s.fake.reset()
+                s.fake.delay = 0.3  # requests stay in flight while the waiting ones are dispatched
                 s.fake.mode = "ok"  # both back before the next probe round
             groups = await work
     assert all(s.status == Status.COMPLETED for g in groups for s in g)

@@ -72,7 +72,7 @@ class RolloutControllerConfig(BaseModel):
     backoff_cap: float = Field(5.0, ge=0)
     max_consecutive_failures: int = Field(3, ge=1, description="failures in a row that take a server out")
     probe_interval: float = Field(2.0, gt=0, description="seconds between probes of a server taken out")
-    logprobs: bool = Field(True, description="ask for token ids and logprobs")
+    logprobs: bool = Field(True, description="ask for logprobs (and token ids written as 'token_id:N')")
     return_token_ids: bool = Field(
         True, description="send vLLM's return_token_ids / return_tokens_as_token_ids (off for strict OpenAI)"
     )
@@ -411,9 +411,11 @@ class RolloutController:
                 body["prompt"] = render(state.message)
             if self.config.logprobs:
                 body.setdefault("logprobs", 0)
-        if self.config.logprobs and self.config.return_token_ids:
+        if self.config.return_token_ids:
+            # the ids cost the server nothing; logprobs cost it about 40% of its throughput
             body.setdefault("return_token_ids", True)
-            body.setdefault("return_tokens_as_token_ids", True)
+            if self.config.logprobs:
+                body.setdefault("return_tokens_as_token_ids", True)
         return body
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
