@@ -18,7 +18,8 @@ Each round runs, in an order that alternates between rounds (the machine is shar
   folder as ``hf_checkpoint`` (prompt ids from its chat template), judged, then
   ``prepare_train_data``.
 
-Printed: samples/s of each and the ratio judger eval / plain.
+One prompt through each side first keeps import and first-use costs out of round 0. Printed:
+samples/s of each and the ratio judger eval / plain.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ async def run_data_path(args: argparse.Namespace) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True, help="the served name (and the model folder)")
     parser.add_argument("--prompts", type=int, default=16)
@@ -119,6 +121,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    # imports and first-use costs (the judgers, rich, the TLS context) out of round 0
+    warm = argparse.Namespace(**{**vars(args), "prompts": 1, "n": 1, "max_tokens": 1})
+    run_eval(warm)
+    asyncio.run(run_plain(warm))
+    asyncio.run(run_data_path(warm))
     print("round | order | judger eval samples/s | plain samples/s | ratio | data path samples/s")
     for r in range(args.rounds):
         order = ["eval", "plain", "path"] if r % 2 == 0 else ["plain", "eval", "path"]
