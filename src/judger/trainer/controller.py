@@ -412,7 +412,7 @@ class RolloutController:
             if self.config.logprobs:
                 body.setdefault("logprobs", 0)
         if self.config.return_token_ids:
-            # the ids cost the server nothing; logprobs cost it about 40% of its throughput
+            # the ids cost the server next to nothing, unlike logprobs: asked for on their own
             body.setdefault("return_token_ids", True)
             if self.config.logprobs:
                 body.setdefault("return_tokens_as_token_ids", True)
