@@ -255,9 +255,6 @@ class OpenAICompletionsGenerator:
                 "text would not give the tokens it sampled: use such a server, or logprobs=False "
                 "for text only"
             )
-        if not self.logprobs:
-            out.pop("response_ids", None)
-            out.pop("logprobs", None)
         if state.prompt_ids is None and "prompt_ids" not in out and self.tokenize is not None:
             out["prompt_ids"] = self.tokenize(prompt)
         if state.prompt_ids is not None:
