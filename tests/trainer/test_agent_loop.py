@@ -227,3 +227,47 @@ async def test_generate_results_are_checked() -> None:
         prompt()
     )
     assert empty.status == Status.FAILED and "finish_reason=None" in empty.error_msg
+
+
+def _url_loop_group(fake: Any, **loop_kw: Any) -> list[RolloutState]:
+    from judger.testing import serve_asgi
+
+    with serve_asgi(fake.app) as server:
+        config = SingleTurnAgentLoopConfig(group_size=2, sample_params={"max_tokens": 64})
+
+        async def main() -> list[RolloutState]:
+            agent = SingleTurnAgentLoop(config, server.url, None, **loop_kw)
+            try:
+                return await agent.generate_group(prompt())
+            finally:
+                await agent.aclose()
+
+        return asyncio.run(main())
+
+
+def test_url_form_keeps_the_token_ids_the_server_sampled() -> None:
+    """Re-tokenizing the text (here: one id per word) is not what the server sampled."""
+    fake_openai = pytest.importorskip("judger.testing.fake_openai")
+    fake = fake_openai.FakeOpenAI(model="fake-policy")
+    words = {}
+
+    def by_words(text: str) -> list[int]:
+        return [words.setdefault(w, len(words)) for w in text.split()]
+
+    states = _url_loop_group(fake, tokenize=by_words)
+    body = fake.requests[-1]
+    assert body["return_token_ids"] is True and body["return_tokens_as_token_ids"] is True
+    for s in states:
+        assert s.status == Status.COMPLETED
+        assert s.response_ids == [ord(c) for c in s.response]
+        assert s.logprobs == [-0.01] * len(s.response_ids)
+
+
+def test_url_form_refuses_a_server_that_returns_no_token_ids() -> None:
+    fake_openai = pytest.importorskip("judger.testing.fake_openai")
+    fake = fake_openai.FakeOpenAI(model="fake-policy")
+    fake.token_ids = False  # a strict OpenAI server: text and token strings, no ids
+    states = _url_loop_group(fake, tokenize=lambda text: [ord(c) for c in text])
+    for s in states:
+        assert s.status == Status.FAILED and s.response_ids is None
+        assert "returned no token ids" in s.error_msg and "re-tokenizing" in s.error_msg

@@ -218,3 +218,33 @@ async def test_pause_aborts_a_group_in_flight_on_the_controller(policy: PolicySe
         states = await asyncio.wait_for(task, 5.0)
     assert all(s.status == Status.ABORTED and s.finish_reason == "abort" and s.reward is None for s in states)
     assert prepare_train_data([states]).skipped == {"aborted": 1}
+
+
+async def test_requests_waiting_for_servers_spread_over_all_that_come_back(
+    two_policies: list[PolicyServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = two_policies
+    for s in two_policies:
+        s.fake.mode = "drop"  # replies and probes cut: both servers out, and they stay out
+    cfg: dict[str, Any] = {"max_consecutive_failures": 1, "deadline": 60.0, "max_retries": 3}
+    async with controller(a, b, model=POLICY, **cfg) as ctl:
+        with caplog.at_level("WARNING", logger="judger.trainer.controller"):
+            work = asyncio.gather(*(ctl.generate_group(group(1, gid=str(i))) for i in range(20)))
+            for _ in range(400):
+                if not any(s.healthy for s in ctl.servers):
+                    break
+                await asyncio.sleep(0.02)
+            assert not any(s.healthy for s in ctl.servers)
+            await asyncio.sleep(0.3)  # every request is now waiting for a server
+            # reported as it happens: which servers, and when the waiting ends
+            (down,) = [r.getMessage() for r in caplog.records if "every rollout server is out" in r.message]
+            assert a.url in down and b.url in down and "deadline of 60 s, the first at" in down
+            b.fake.models_delay = 0.5  # b answers its probe slowly: a is known back first
+            for s in two_policies:
+                s.fake.reset()
+                s.fake.delay = 0.3  # requests stay in flight while the waiting ones are dispatched
+                s.fake.mode = "ok"  # both back before the next probe round
+            groups = await work
+    assert all(s.status == Status.COMPLETED for g in groups for s in g)
+    served = a.fake.chat_requests, b.fake.chat_requests
+    assert sum(served) == 20 and min(served) >= 5, served

@@ -274,16 +274,17 @@ def test_group_size_conflict_is_refused() -> None:
 
 
 def test_samplers_running_out_with_every_group_failed_raises_with_reasons(policy: PolicyServer) -> None:
-    """The samplers run out before the attempt budget while every group failed (the server serves
-    another model name): produce_batch says so, with counts and the most common sample error,
-    instead of returning an empty batch."""
+    """The samplers run out before the attempt budget while every group failed (the server refuses
+    every request): produce_batch says so, with counts and the most common sample error, instead of
+    returning an empty batch."""
     from judger.presets import GSM8KJudgerConfig
     from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
     from judger.trainer.task import TaskSpecConfig
 
+    policy.fake.fail_first, policy.fake.fail_status = 10**6, 400
     task = TaskSpecConfig(
         task_name="t",
-        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint="/models/another-model"),
+        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint=POLICY),
         judger_config=GSM8KJudgerConfig(),
         sampler_config=SamplerConfig(data_files=example_data("gsm8k_test.jsonl"), n=2, limit=5),
     )
@@ -292,7 +293,7 @@ def test_samplers_running_out_with_every_group_failed_raises_with_reasons(policy
     ).build()
     with pytest.raises(
         RuntimeError,
-        match=r"ran out.*0 of 4 trainable.*'failed': 5.*10x generation failed: .*serves .*not model",
+        match=r"ran out.*0 of 4 trainable.*'failed': 5.*10x generation failed: .*HTTP 400",
     ):
         run(produce(manager, 4))
 
@@ -314,3 +315,25 @@ def test_a_short_batch_at_the_clean_end_of_the_data_is_returned(policy: PolicySe
         tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url])
     ).build()
     assert len(run(produce(manager, 4))) == 3
+
+
+def test_a_served_model_name_mismatch_is_refused_before_any_group(policy: PolicyServer) -> None:
+    from judger.core.errors import GenerationError
+    from judger.presets import GSM8KJudgerConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+    from judger.trainer.task import TaskSpecConfig
+
+    task = TaskSpecConfig(
+        task_name="t",
+        agent_loop_config=SingleTurnAgentLoopConfig(hf_checkpoint="/ckpt/other-model"),
+        judger_config=GSM8KJudgerConfig(),
+        sampler_config=SamplerConfig(data_files=example_data("gsm8k_test.jsonl"), n=2, limit=50),
+    )
+    manager = AgentLoopManagerConfig(
+        tasks=[task], rollout_config=RolloutControllerConfig(base_urls=[policy.url])
+    ).build()
+    with pytest.raises(
+        GenerationError, match=r"serves \['/models/fake-policy'\], not model '/ckpt/other-model'"
+    ):
+        run(produce(manager, 4))
+    assert policy.fake.chat_requests == 0 and manager.groups_started == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import UserDict
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,19 @@ def test_over_long_prompts_are_filtered(tmp_path: Path) -> None:
         SamplerConfig(data_files=path, max_prompt_tokens=10).build()
     with pytest.raises(ValueError, match="data_files"):
         SamplerConfig(data_files=tmp_path / "missing.jsonl")
+
+
+class BatchEncodingTokenizer(CharTokenizer):
+    """transformers 5: ``apply_chat_template(tokenize=True)`` returns a BatchEncoding, a UserDict
+    (not a dict) whose iteration yields its keys."""
+
+    def apply_chat_template(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        ids = super().apply_chat_template(messages, **kw)
+        return UserDict({"input_ids": ids, "attention_mask": [1] * len(ids)})
+
+
+def test_a_batch_encoding_from_the_chat_template_gives_the_prompt_ids(tmp_path: Path) -> None:
+    path = write(tmp_path / "p.jsonl", [verl(0, prompt="short"), verl(1, prompt="other")])
+    sampler = SamplerConfig(data_files=path, max_prompt_tokens=10).build(tokenizer=BatchEncodingTokenizer())
+    assert sampler.errors == []
+    assert [s.prompt_ids for s in sampler.prompts] == [[ord(c) for c in "short"], [ord(c) for c in "other"]]

@@ -54,7 +54,7 @@ def test_skipped_groups_are_counted_by_reason(caplog: pytest.LogCaptureFixture) 
         [sample(1.0), sample(0.0, status=Status.ABORTED)],
         [sample(1.0, status=Status.FILTERED)],
         [sample(None, status=Status.FAILED)],
-        [sample(1.0, response="")],
+        [sample(1.0, response="", response_ids=[])],
         [sample(1.0, response_ids=[])],
         [sample(1.0), sample(0.0)],
     ]
@@ -69,6 +69,16 @@ def test_skipped_groups_are_counted_by_reason(caplog: pytest.LogCaptureFixture) 
     }
     assert data.num_skipped == 5 and data.num_groups == 6 and len(data.samples) == 2
     assert "skipped 5 of 6 groups" in caplog.text
+
+
+def test_a_group_with_an_answer_that_is_only_eos_is_kept() -> None:
+    eos = 2
+    group = [sample(1.0), sample(0.0, response="", response_ids=[eos], logprobs=[-0.5])]
+    data = prepare_train_data([group])
+    assert data.skipped == {} and len(data.samples) == 2
+    only_eos = data.samples[1]
+    assert only_eos.input_ids == [101, 102, 103] and only_eos.labels == [IGNORE_INDEX, IGNORE_INDEX, eos]
+    assert only_eos.advantage < 0 and only_eos.rollout_logprobs == [0.0, 0.0, -0.5]
 
 
 @pytest.mark.parametrize(

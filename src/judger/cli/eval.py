@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from judger.cli.eval_output import OutputConflict, check_served_model, claim_output, run_identity
+from judger.cli.generation_report import generation_summary, record_generation, render_generation
 from judger.cli.loading import ConfigError
 from judger.cli.report import progress_bar, render_summary, summarize
 from judger.cli.score import _close_shared_pool, build, score_states
@@ -77,7 +78,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
     )
-    parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
+    parser.add_argument(
+        "--endpoint",
+        choices=("chat", "completions"),
+        default="chat",
+        help="completions: the prompt goes as token ids under --tokenizer's chat template",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="the model's tokenizer (a local folder or cached name): its chat template renders "
+        "prompts for --endpoint completions (default: --model, when that is a local model folder)",
+    )
     parser.add_argument(
         "--row-format", choices=("auto", "verl", "gsm8k"), default="auto", help="input layout (default: auto)"
     )
@@ -175,6 +187,26 @@ def run(args: argparse.Namespace) -> int:
     if output is not None and output.suffix.lower() not in (".jsonl", ".parquet"):
         _say(f"judger eval: -o {output}: use .jsonl (resumable) or .parquet")
         return EXIT_UNUSABLE
+    greedy_n = args.n > 1 and args.temperature == 0
+    if greedy_n:
+        # vLLM refuses n > 1 with greedy sampling (HTTP 400): the group goes as n requests of one
+        _say(f"judger eval: --temperature 0 -n {args.n}: sent as {args.n} requests of n=1 per prompt")
+    tokenizer = None
+    if args.endpoint == "completions" or args.tokenizer:
+        from judger.trainer.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer or args.model)
+        if tokenizer is None and (args.tokenizer or args.endpoint == "completions"):
+            if args.tokenizer or args.model:
+                flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--model {args.model}"
+                found = f"{flag} gives no local tokenizer (transformers and a local model folder are needed)"
+            else:
+                found = "no tokenizer was given"
+            _say(
+                "judger eval: --endpoint completions sends prompts under the model's chat template, "
+                f"and {found}: give --tokenizer DIR, or use --endpoint chat (the server applies its own)"
+            )
+            return EXIT_UNUSABLE
     try:
         sampler = SamplerConfig(
             data_files=[Path(args.input)],
@@ -182,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             n=args.n,
             shuffle=False,
             limit=args.limit,
-        ).build()
+        ).build(tokenizer=tokenizer)
         controller_cfg = RolloutControllerConfig(
             base_urls=args.base_url,
             model=args.model,
@@ -191,8 +223,12 @@ def run(args: argparse.Namespace) -> int:
             request_timeout=args.request_timeout,
             max_retries=args.max_retries,
             **{k: v for k in ("max_reply_bytes", "models_timeout") if (v := getattr(args, k)) is not None},
+            # token ids give each row its token counts; logprobs slow the server down markedly,
+            # for numbers evaluation never reads
+            logprobs=False,
         )
-        loop_cfg = SingleTurnAgentLoopConfig(sample_params=_sample_params(args))
+        params = _sample_params(args) | ({"n": 1} if greedy_n else {})
+        loop_cfg = SingleTurnAgentLoopConfig(sample_params=params)
     except (InputError, ValueError) as exc:
         _say(f"judger eval: {exc}")
         return EXIT_UNUSABLE
@@ -246,6 +282,8 @@ def run(args: argparse.Namespace) -> int:
         async def one(group: list[RolloutState]) -> None:
             async with slots:
                 states = await agent.generate_group(group)
+            for state in states:
+                record_generation(state)
             finished[group[0].group_id] = states
             if sink is not None:
                 sink.write(
@@ -313,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
             "generation_s": round(gen_s, 3),
             "judging_s": round(agent.timings["judge_s"] + rejudge_s, 3),
             "servers_taken_out": {s.url: s.taken_out for s in controller.servers if s.taken_out},
+            "by_data_source": generation_summary(states),
         },
     }
     if sampler.errors:
@@ -341,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
         g = summary["generation"]
         out.print(f"judger eval: {args.input} on {len(args.base_url)} server(s), model {g['model']}")
         render_summary(summary, out, title="judger eval")
+        render_generation(g["by_data_source"], out)
         out.print(
             f"generation: {g['completion_tokens']} tokens, {g['tokens_per_s']} tokens/s; "
             f"{g['requests']} requests, {g['retries']} retries, {g['failed_samples']} samples failed; "

@@ -30,8 +30,9 @@ Endpoints and what they answer (all deterministic):
     lists, decoded with the fake tokenizer below) the text ``"The answer is \\boxed{N}"``, N
     being the last integer in the prompt (0 if none), ``finish_reason="stop"``; ``max_tokens``
     shorter than the text cuts it and gives ``finish_reason="length"``. Tokens are characters
-    (token id = ``ord(c)``); when ``logprobs`` is set, each choice carries ``token_ids`` and an
-    OpenAI-style ``logprobs`` object (``tokens``, ``token_logprobs`` all -0.01, ``text_offset``).
+    (token id = ``ord(c)``); when ``logprobs`` is set, each choice carries an OpenAI-style
+    ``logprobs`` object (``tokens``, ``token_logprobs`` all -0.01, ``text_offset``); like vLLM, no
+    ``token_ids`` unless ``return_token_ids`` asks for them.
     ``usage`` counts prompt and completion tokens the same way. ``n`` gives n choices per prompt
     (index ``prompt * n + sample``, as vLLM orders them); ``stop`` (a string or a list) cuts the
     text before the first stop string (``finish_reason="stop"``); ``return_token_ids: true`` adds
@@ -60,6 +61,11 @@ Behaviour switches (plain attributes; safe to change while the server runs):
     concurrency and deadlines).
 ``models_status``
     When set, ``GET /v1/models`` fails with that status.
+``models_delay``
+    Seconds ``GET /v1/models`` waits before answering (a slow probe).
+``token_ids``
+    False: ``return_token_ids`` and ``return_tokens_as_token_ids`` are ignored, as by a strict
+    OpenAI server (or vLLM before 0.10.2 for the first): replies carry text, never token ids.
 
 Counters: ``chat_requests``, ``completion_requests``, ``models_requests``, ``in_flight``,
 ``max_in_flight``; ``requests`` keeps the last 1,000 request bodies. :meth:`reset` clears them.
@@ -178,6 +184,8 @@ class FakeOpenAI:
         self.delay = 0.0
         self.stall_seconds = 60.0
         self.models_status: int | None = None
+        self.token_ids = True
+        self.models_delay = 0.0
         self._released = False
         self.reset()
         self.app = self._build_app()
@@ -255,6 +263,8 @@ class FakeOpenAI:
         @app.get("/v1/models")
         async def models() -> Any:
             fake.models_requests += 1
+            if fake.models_delay:
+                await asyncio.sleep(fake.models_delay)
             if fake.mode == "drop":
                 return _DroppedReply()
             if fake.models_status is not None:
@@ -273,7 +283,7 @@ class FakeOpenAI:
                 return error
             messages = body.get("messages") or []
             if not fake._is_grading(messages):
-                return fake._chat_generation(body, messages)
+                return fake._chat_generation(fake._served_fields(body), messages)
             text = fake.chat_reply(messages)
             prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages)
             return {
@@ -300,6 +310,7 @@ class FakeOpenAI:
                 return error
             prompts = _prompts(body.get("prompt", ""))
             n = _count(body.get("n"))
+            body = fake._served_fields(body)
             choices = [
                 fake._completion_choice(i * n + j, str(p), j, body)
                 for i, p in enumerate(prompts)
@@ -321,6 +332,11 @@ class FakeOpenAI:
             }
 
         return app
+
+    def _served_fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.token_ids:
+            return body
+        return {k: v for k, v in body.items() if k not in ("return_token_ids", "return_tokens_as_token_ids")}
 
     def _is_grading(self, messages: list[dict[str, Any]]) -> bool:
         user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
@@ -390,7 +406,6 @@ class FakeOpenAI:
         logprobs = body.get("logprobs")
         if logprobs is not None and logprobs is not False:
             as_ids = bool(body.get("return_tokens_as_token_ids"))
-            choice["token_ids"] = [ord(c) for c in text]
             choice["logprobs"] = {
                 "tokens": [f"token_id:{ord(c)}" for c in text] if as_ids else list(text),
                 "token_logprobs": [-0.01] * len(text),

@@ -9,7 +9,9 @@
   (and ideally ``response_ids``, ``logprobs``, ``finish_reason``) on the state, or returns those
   fields as a dict; or
 - the base URL of an OpenAI-compatible server (vLLM, lmdeploy, sglang): ``POST /v1/completions``
-  with the rendered prompt and ``config.sample_params``.
+  with the prompt rendered by ``hf_checkpoint``'s chat template when its tokenizer loads from local
+  files (else ``render_prompt``, by default one content per line) and ``config.sample_params``;
+  the response's token ids are the server's, never a re-tokenization.
 
 Then :func:`run_judger` scores the group: in single mode (the default) each COMPLETED sample is
 judged on its own; in batch mode (``enable_batch_judge=True``) the group is judged in one
@@ -29,13 +31,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judger.core.errors import GenerationError
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.runtime.http import HttpClient
-from judger.trainer.controller import RolloutController
+from judger.trainer.controller import RolloutController, choice_problem, parse_choice
 from judger.trainer.sample_params import SampleParams, as_sample_params
-from judger.trainer.tokenizer import load_tokenizer
-from judger.trainer.validation import generation_problem
+from judger.trainer.tokenizer import chat_prompt_text, load_tokenizer
 
 GenerateFn = Callable[[RolloutState], Awaitable[Any]]
 
@@ -173,13 +175,23 @@ def render_messages(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
+def _chat_template_of(config: SingleTurnAgentLoopConfig) -> Callable[[Sequence[dict[str, Any]]], str] | None:
+    """``hf_checkpoint``'s chat template as a prompt renderer, when its tokenizer loads locally."""
+    tokenizer = config.load_tokenizer()
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    return lambda messages: chat_prompt_text(tokenizer, messages)
+
+
 class OpenAICompletionsGenerator:
     """``generate(state)`` over an OpenAI-compatible ``/v1/completions`` endpoint.
 
-    Reads ``choices[0].text`` and ``finish_reason``; with ``logprobs`` on, the token ids
-    (``choices[0].token_ids``, as vLLM returns them when asked) and ``logprobs.token_logprobs``.
-    ``tokenize`` (text -> ids), when given, fills ``prompt_ids`` and, if the server sent no ids,
-    ``response_ids``.
+    Reads ``choices[0].text`` and ``finish_reason``; with ``logprobs`` on, asks for the sampled
+    token ids (vLLM's ``return_token_ids`` / ``return_tokens_as_token_ids``) and keeps them with
+    ``logprobs.token_logprobs``. A reply without the ids fails the sample, naming why: ids made by
+    re-tokenizing the text are not the tokens the server sampled, and a trainer would learn from
+    tokens the policy never produced. ``tokenize`` (text -> ids), when given, fills only
+    ``prompt_ids`` the server did not return.
     """
 
     def __init__(
@@ -226,6 +238,8 @@ class OpenAICompletionsGenerator:
         body: dict[str, Any] = {"model": await self._model(), "prompt": prompt, **self.sample_params}
         if self.logprobs:
             body.setdefault("logprobs", 1)
+            body.setdefault("return_token_ids", True)
+            body.setdefault("return_tokens_as_token_ids", True)
         reply = await self._http.post_json(f"{self.base_url}/v1/completions", body)
         try:
             choice = reply["choices"][0]
@@ -233,23 +247,21 @@ class OpenAICompletionsGenerator:
             raise ValueError(
                 f"{self.base_url}/v1/completions replied without choices: {reply!r:.200}"
             ) from None
-        text = choice.get("text") or ""
-        out: dict[str, Any] = {"response": text, "finish_reason": choice.get("finish_reason")}
-        ids = choice.get("token_ids")
-        logprobs = (choice.get("logprobs") or {}).get("token_logprobs") if self.logprobs else None
-        if ids is None and self.tokenize is not None:
-            ids = self.tokenize(text)
-        if logprobs is not None and ids is not None and len(logprobs) != len(ids):
-            logprobs = None
-        problem = generation_problem(text, None, ids, logprobs)
+        out = parse_choice(choice, "completions")
+        problem = choice_problem(out)
         if problem is not None:  # never coerced: int("7"), int(True) or int(3.5) would hide it
             raise ValueError(f"{self.base_url}/v1/completions: invalid generation: {problem}")
-        if ids is not None:
-            out["response_ids"] = list(ids)
-        if logprobs is not None:
-            out["logprobs"] = [float(x) for x in logprobs]
-        if state.prompt_ids is None and self.tokenize is not None:
+        if self.logprobs and "response_ids" not in out:
+            raise GenerationError(
+                f"{self.base_url} returned no token ids for the response (asked with return_token_ids "
+                "and return_tokens_as_token_ids, as vLLM >= 0.10.2 answers them); re-tokenizing the "
+                "text would not give the tokens it sampled: use such a server, or logprobs=False "
+                "for text only"
+            )
+        if state.prompt_ids is None and "prompt_ids" not in out and self.tokenize is not None:
             out["prompt_ids"] = self.tokenize(prompt)
+        if state.prompt_ids is not None:
+            out.pop("prompt_ids", None)  # given prompt ids are kept
         return out
 
     async def aclose(self) -> None:
@@ -266,7 +278,7 @@ class SingleTurnAgentLoop:
         judger: BaseJudger | None = None,
         *,
         tokenize: Callable[[str], list[int]] | None = None,
-        render_prompt: Callable[[Sequence[dict[str, Any]]], str] = render_messages,
+        render_prompt: Callable[[Sequence[dict[str, Any]]], str] | None = None,
     ) -> None:
 
         self.config = config
@@ -278,6 +290,8 @@ class SingleTurnAgentLoop:
             if generate.model is None:
                 generate.model = config.served_model()
         elif isinstance(generate, str):
+            if render_prompt is None:
+                render_prompt = _chat_template_of(config) or render_messages
             generate = OpenAICompletionsGenerator(
                 generate,
                 model=config.served_model(),

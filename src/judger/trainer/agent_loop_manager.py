@@ -141,7 +141,8 @@ class AgentLoopManager:
     async def produce_batch(self, batch_size: int) -> list[list[RolloutState]]:
         """``batch_size`` judged, trainable groups (fewer only when every sampler ran out cleanly).
 
-        Raises RuntimeError, with the failure counts and the most common reasons, after
+        Raises GenerationError at once when the servers list models but not the configured one
+        (naming both); RuntimeError, with the failure counts and the most common reasons, after
         ``batch_size * max_attempts_factor`` groups went out without filling the batch (a dead
         server, a broken judger...), and when the samplers ran out short of ``batch_size`` while
         groups of this call failed: a short batch then hides a broken run. A short batch at the
@@ -149,6 +150,9 @@ class AgentLoopManager:
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        # a served name that differs from the configured one is refused here, naming both, before
+        # any group is generated (GenerationError)
+        await self.controller.resolve_model()
         in_flight: set[asyncio.Task[list[RolloutState]]] = set()
         budget = batch_size * self.config.max_attempts_factor
         started = 0

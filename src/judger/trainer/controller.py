@@ -82,7 +82,7 @@ class RolloutControllerConfig(BaseModel):
     backoff_cap: float = Field(5.0, ge=0)
     max_consecutive_failures: int = Field(3, ge=1, description="failures in a row that take a server out")
     probe_interval: float = Field(2.0, gt=0, description="seconds between probes of a server taken out")
-    logprobs: bool = Field(True, description="ask for token ids and logprobs")
+    logprobs: bool = Field(True, description="ask for logprobs (and token ids written as 'token_id:N')")
     return_token_ids: bool = Field(
         True, description="send vLLM's return_token_ids / return_tokens_as_token_ids (off for strict OpenAI)"
     )
@@ -233,7 +233,7 @@ class RolloutController:
 
     ``render_prompt(messages) -> str`` renders a chat for the completions endpoint (a tokenizer's
     chat template; by default one content per line). ``tokenize(text) -> ids`` fills ``prompt_ids``
-    / ``response_ids`` the server did not return.
+    the server did not return (never ``response_ids``: only the server knows what it sampled).
     """
 
     def __init__(
@@ -257,6 +257,7 @@ class RolloutController:
         self._changed: asyncio.Condition | None = None
         self._probe: asyncio.Task[None] | None = None
         self._model_lock: asyncio.Lock | None = None
+        self._all_out_reported = False
         self._deadline = config.deadline or 4 * config.request_timeout
 
     # --- plumbing bound to the running loop -------------------------------------------------------
@@ -397,6 +398,7 @@ class RolloutController:
                 return server
             self._ensure_probe()
             left = until - time.monotonic()
+            self._report_all_out(left)
             if left <= 0:
                 raise GenerationError("every server is out and none came back before the deadline")
             async with self._changed:
@@ -405,6 +407,21 @@ class RolloutController:
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
+
+    def _report_all_out(self, left: float) -> None:
+        """Say once per outage, as it starts, that every server is out and when waiting ends."""
+        if self._all_out_reported:
+            return
+        self._all_out_reported = True
+        give_up = time.strftime("%H:%M:%S", time.localtime(time.time() + max(0.0, left)))
+        logger.warning(
+            "every rollout server is out (%s): requests wait for one to come back (probed every %g s) "
+            "and fail at their deadline of %g s, the first at %s",
+            ", ".join(s.url for s in self.servers),
+            self.config.probe_interval,
+            self._deadline,
+            give_up,
+        )
 
     async def _notify(self) -> None:
         assert self._changed is not None
@@ -427,18 +444,26 @@ class RolloutController:
             await asyncio.sleep(self.config.probe_interval)
             # all at once, each within its own deadline: one stalled server cannot keep the
             # others from being probed back
-            await asyncio.gather(*(self._probe_one(s) for s in self.servers if not s.healthy))
+            down = [s for s in self.servers if not s.healthy]
+            answered = await asyncio.gather(*(self._probe_one(s) for s in down))
+            back = [server for server, ok in zip(down, answered) if ok and not server.healthy]
+            # marked back together, after the round: woken at the first one back, the waiting
+            # requests would all go to it while the others, back too, are still to be probed
+            for server in back:
+                server.healthy = True
+                server.consecutive_failures = 0
+                logger.warning("rollout server %s is back", server.url)
+            if back:
+                self._all_out_reported = False
+                await self._notify()
 
-    async def _probe_one(self, server: ServerState) -> None:
+    async def _probe_one(self, server: ServerState) -> bool:
+        """Whether ``server`` answers ``GET /v1/models`` (below 500) within ``models_timeout``."""
         try:
             resp = await self._get_models(server)
         except (httpx.HTTPError, OSError, TimeoutError, ReplyError):
-            return
-        if resp.ok and not server.healthy:
-            server.healthy = True
-            server.consecutive_failures = 0
-            logger.warning("rollout server %s is back", server.url)
-            await self._notify()
+            return False
+        return resp.status_code < 500
 
     # --- one request ------------------------------------------------------------------------------
 
@@ -456,9 +481,11 @@ class RolloutController:
                 body["prompt"] = render(state.message)
             if self.config.logprobs:
                 body.setdefault("logprobs", 0)
-        if self.config.logprobs and self.config.return_token_ids:
+        if self.config.return_token_ids:
+            # the ids cost the server next to nothing, unlike logprobs: asked for on their own
             body.setdefault("return_token_ids", True)
-            body.setdefault("return_tokens_as_token_ids", True)
+            if self.config.logprobs:
+                body.setdefault("return_tokens_as_token_ids", True)
         return body
 
     async def request(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -590,11 +617,9 @@ class RolloutController:
                 _fail_choice(state, fields, problem)
                 continue
             apply_generation(state, fields)
-            if self.tokenize is not None:
-                if state.response_ids is None:
-                    state.response_ids = self.tokenize(state.response or "")
-                if state.prompt_ids is None:
-                    state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
+            # the response is never re-tokenized: those ids need not be the ones the server sampled
+            if self.tokenize is not None and state.prompt_ids is None:
+                state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
         usage = reply.get("usage")
         tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         if type(tokens) is not int or tokens < 0:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from judger.core.rollout import RolloutState
 from judger.trainer.io import RowError, decode_nested, iter_rows, messages_of
+from judger.trainer.tokenizer import chat_prompt_ids
 
 logger = logging.getLogger(__name__)
 
@@ -223,14 +224,7 @@ class Sampler:
         return state
 
     def prompt_ids(self, message: Sequence[dict[str, Any]]) -> list[int]:
-        tok = self.tokenizer
-        if hasattr(tok, "apply_chat_template"):
-            ids = tok.apply_chat_template(list(message), add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, dict):  # newer transformers return a BatchEncoding
-                ids = ids["input_ids"]
-            return [int(i) for i in ids]
-        text = "\n".join(str(m.get("content") or "") for m in message)
-        return [int(i) for i in tok.encode(text)]
+        return chat_prompt_ids(self.tokenizer, message)
 
     def _too_long(self, state: RolloutState) -> bool:
         cfg = self.config

@@ -1,12 +1,13 @@
 """From judged groups to training samples: ``prepare_train_data`` and pluggable advantage estimators.
 
 A group is the samples of one prompt. A group with any ABORTED / FILTERED / FAILED sample, or a
-sample with an empty ``response`` or ``response_ids``, is skipped as a whole (its advantages would
-be computed against missing siblings) and counted by reason. So is a group with a sample whose
-generated fields fail :func:`judger.trainer.validation.sample_problem` (token ids that are not ints
-in the vocabulary, logprobs not finite and <= 0 or not one per token, text that cannot be stored):
-that sample is marked FAILED with the reason, and the group counted as ``invalid``. Every kept
-sample must then have a numeric ``reward["score"]`` and, when given, a ``response_mask`` as long as
+sample with no ``response_ids`` (an empty ``response`` with ids, such as an answer that is only
+EOS, is kept), is skipped as a whole (its advantages would be computed against missing siblings)
+and counted by reason. So is a group with a sample whose generated fields fail
+:func:`judger.trainer.validation.sample_problem` (token ids that are not ints in the vocabulary,
+logprobs not finite and <= 0 or not one per token, text that cannot be stored): that sample is
+marked FAILED with the reason, and the group counted as ``invalid``. Every kept sample must then
+have a numeric ``reward["score"]`` and, when given, a ``response_mask`` as long as
 ``response_ids``; anything else is a bug upstream and raises, naming the sample.
 
 Layout of one sample (P prompt tokens, R response tokens), shifted for next-token prediction:
@@ -110,10 +111,9 @@ def skip_reason(group: Sequence[RolloutState]) -> str | None:
         if reason:
             return reason
     for state in group:
-        if not state.response:
-            return "empty_response"
+        # an answer that is only EOS has no text but one token, which is trained on like any other
         if not state.response_ids:
-            return "empty_response_ids"
+            return "empty_response_ids" if state.response else "empty_response"
     return None
 
 
