@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from judger.scorers.labels import missing_label
 from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math import forms_verdict
+from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.numeric import numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
@@ -46,7 +48,7 @@ def compute_score_verl(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
 
 def ground_truth_text(ground_truth: Any) -> str:
     """A label as answer text: numbers as written, a ``\\boxed{}`` label unwrapped."""
-    text = str(ground_truth).strip()
+    text = gold_answers(str(ground_truth).strip())
     if "\\boxed" in text or "\\fbox" in text:
         inner = last_boxed(text)
         if inner is not None:
@@ -84,7 +86,7 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     gold = ground_truth_text(ground_truth)
     if answer == gold:
         return True
-    answer = clean_answer(answer)
+    answer = strip_noise(clean_answer(answer))
     if not answer:
         return False
     if answer == gold:
@@ -92,9 +94,13 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     plain = markup_free(answer)
     if plain and plain == markup_free(gold):
         return True
+    sides = forms_verdict.before(answer, gold)
+    if isinstance(sides, bool):
+        return sides
+    answer, gold = sides
     if numerically_equal(answer, gold):  # no LaTeX parser: the verdict cannot depend on antlr4
         return True
-    return equivalent(answer, gold)
+    return equivalent(answer, gold) or forms_verdict.after(answer, gold)
 
 
 def compute_score(
