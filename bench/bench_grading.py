@@ -137,9 +137,7 @@ def table(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | None]]) -
         lines.append(f"| {source} ({licence}) | {len(idx)} | " + " | ".join(cells) + " |")
     n_public = sum(c["source"] != "judger-categories" for c in cases)
     lines.append(
-        f"| **public sources** | {n_public} | "
-        + " | ".join(f"**{public_totals[n]}**" for n in names)
-        + " |"
+        f"| **public sources** | {n_public} | " + " | ".join(f"**{public_totals[n]}**" for n in names) + " |"
     )
     lines.append(f"| all | {len(cases)} | " + " | ".join(str(totals[n]) for n in names) + " |")
     return "\n".join(lines)
@@ -160,7 +158,9 @@ def misses(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | None]], 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--verl-python", default=str(DEFAULT_VERL_PYTHON))
     parser.add_argument("--markdown", type=Path, help="write the table (and judger's misses) here")
     parser.add_argument("--show-misses", action="append", default=[], help="list a grader's misses")
@@ -182,7 +182,9 @@ def main() -> None:
         print(f"\n### {name}: misses\n")
         print(misses(cases, verdicts, name))
     if args.markdown:
-        args.markdown.write_text(text + "\n\n### judger default: misses\n\n" + misses(cases, verdicts, "judger default") + "\n")
+        args.markdown.write_text(
+            text + "\n\n### judger default: misses\n\n" + misses(cases, verdicts, "judger default") + "\n"
+        )
 
 
 if __name__ == "__main__":

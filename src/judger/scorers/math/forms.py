@@ -25,7 +25,7 @@ def strip_noise(answer: str) -> str:
 
 
 def gold_answers(ground_truth: str) -> str:
-    """A label with several ``\\boxed{}`` answers as one comma list (``\\boxed{1}, \\boxed{2}`` -> ``1, 2``)."""
+    """A label with several ``\\boxed{}`` answers as one list: ``\\boxed{1}, \\boxed{2}`` -> ``1, 2``."""
     if ground_truth.count(BOXED) + ground_truth.count(FBOX) < 2:
         return ground_truth
     parts = []
@@ -96,7 +96,7 @@ def _clock(text: str) -> tuple[int, int | None] | None:
 
 
 def clock_equal(answer: str, gold: str) -> bool | None:
-    """``9:05`` = ``9:05:00``; ``21:05`` = ``9:05 p.m.`` ≠ ``9:05 a.m.``; a time with no a.m./p.m. matches either."""
+    """``9:05`` = ``9:05:00``; ``21:05`` = ``9:05 p.m.`` ≠ ``9:05 a.m.``; no a.m./p.m. matches either."""
     a, g = _clock(answer), _clock(gold)
     if a is None or g is None:
         return None

@@ -13,7 +13,13 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from judger.scorers.math.approx import has_tower, stated_decimal, tower_value, values_equal, within_stated_precision
+from judger.scorers.math.approx import (
+    has_tower,
+    stated_decimal,
+    tower_value,
+    values_equal,
+    within_stated_precision,
+)
 from judger.scorers.math.forms import (
     as_pmatrix,
     clock_equal,
@@ -48,7 +54,7 @@ def _unwrap(text: str) -> tuple[str, str]:
     text = text.strip().replace("\\left", "").replace("\\right", "")
     if text.startswith("\\{") and text.endswith("\\}"):
         return "{}", text[2:-2]
-    if len(text) >= 2 and text[0] in "([" and text[-1] in ")]" and not split_top(text[1:-1]) == [""]:
+    if len(text) >= 2 and text[0] in "([" and text[-1] in ")]" and split_top(text[1:-1]) != [""]:
         inner = text[1:-1]
         depth = 0
         for ch in inner:  # "(1)(2)" is not one bracketed group

@@ -20,8 +20,8 @@ import re
 from typing import Any, Literal
 
 from judger.scorers.labels import missing_label
-from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
 from judger.scorers.math import forms_verdict
+from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
 from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.numeric import numerically_equal

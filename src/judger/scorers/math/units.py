@@ -15,7 +15,8 @@ import re
 _NUMBERISH = r"[-+]?(?:\\\$|\$)?\s*(?:\d[\d,]*(?:\.\d*)?|\.\d+|\\[dt]?frac\{\d+\}\{\d+\})"
 _WRAPPED = r"\\(?:text|textrm|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z][A-Za-z.\s]*?)\s*\}"
 _POWER = r"(?:\s*\^\s*\{?\s*(\d)\s*\}?)?"
-_UNIT = re.compile(rf"^({_NUMBERISH})\s*(?:\\[,;: ]\s*)*(?:{_WRAPPED}|([A-Za-z]{{2,}}(?:\s+[A-Za-z]{{2,}})?|m(?=\s*\^))){_POWER}$")
+_BARE = r"([A-Za-z]{2,}(?:\s+[A-Za-z]{2,})?|m(?=\s*\^))"
+_UNIT = re.compile(rf"^({_NUMBERISH})\s*(?:\\[,;: ]\s*)*(?:{_WRAPPED}|{_BARE}){_POWER}$")
 _SINGULAR = {"inches": "inch", "feet": "foot", "foot": "foot", "hours": "hour", "minutes": "minute"}
 
 

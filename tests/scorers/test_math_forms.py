@@ -1,0 +1,133 @@
+"""The default MATH grading, category by category, in both directions (equal accepted, unequal rejected).
+
+Policies (also in the README's grading section): order counts in a tuple, ordered pair or bracket
+list and not in a bare comma list or a set; a unit the label lacks is dropped, two different units
+reject; a decimal equals an exact value when the value rounds to it at the decimal's last digit and
+the decimal has two significant digits or more; power towers are compared by value at bounded
+precision within the deadline.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from judger.scorers.math import reward as math_reward
+from judger.scorers.math.reward import grade_answer
+
+# (answer, label, equal?)
+CASES = [
+    # order
+    ("(3, -1, 2)", "(-1, 2, 3)", False),
+    ("(-1, 2, 3)", "(-1, 2, 3)", True),
+    ("(2,1)", "(1,2)", False),
+    ("3, -1, 2", "-1, 2, 3", True),
+    ("\\{3,-1,2\\}", "\\{-1,2,3\\}", True),
+    ("[3,-1,2]", "[-1,2,3]", False),
+    ("(1, 2)", "\\left(1,2\\right)", True),
+    # units
+    ("5 km", "5", True),
+    ("5\\text{ km}", "5", True),
+    ("7 hours", "7", True),
+    ("3 m^2", "3", True),
+    ("3\\text{ m}^2", "3", True),
+    ("5\\text{ km}", "5\\text{ m}", False),
+    ("5 \\text{ cm}", "5\\text{ m}", False),
+    ("5\\text{ km}", "5\\text{ km}", True),
+    ("6 \\text{ hours}", "7", False),
+    ("12 \\text{ inches}", "1 \\text{ foot}", False),
+    ("90^\\circ", "90", True),
+    ("90", "\\frac{\\pi}{2}", False),
+    # decimals
+    ("2.828", "2\\sqrt{2}", True),
+    ("2.83", "2\\sqrt{2}", True),
+    ("2.8", "2\\sqrt{2}", True),
+    ("2.82", "2\\sqrt{2}", False),
+    ("2.9", "2\\sqrt{2}", False),
+    ("0.7854", "\\frac{\\pi}{4}", True),
+    ("0.785", "\\frac{\\pi}{4}", True),
+    ("0.78", "\\frac{\\pi}{4}", False),
+    ("0.7853", "\\frac{\\pi}{4}", False),
+    ("1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", True),
+    ("1.41, 1.8", "\\sqrt{2}, \\sqrt{3}", False),
+    ("3.3 \\times 10^{-2}", "\\frac{1}{30}", True),
+    ("3.4 \\times 10^{-2}", "\\frac{1}{30}", False),
+    ("33.3", "\\frac{100}{3}", True),
+    ("33.4", "\\frac{100}{3}", False),
+    ("0.333", "\\frac13", True),
+    ("0.3", "\\frac13", False),
+    ("0.33", "\\frac{1}{3}", True),
+    ("0.34", "\\frac{1}{3}", False),
+    ("3", "\\pi", False),
+    ("3.14", "\\pi", True),
+    ("3.1416", "\\pi", True),
+    # forms
+    ("2 3/4", "2.75", True),
+    ("2\\frac{3}{4}", "\\frac{11}{4}", True),
+    ("2\\frac{3}{4}", "\\frac{3}{2}", False),
+    ("(1+i)^2", "2i", True),
+    ("2e^{i\\pi/2}", "2i", True),
+    ("1+i", "2i", False),
+    ("-2i", "2i", False),
+    ("\\cos(\\pi/2 - x)", "\\sin x", True),
+    ("\\sin^2 x + \\cos^2 x", "1", True),
+    ("\\cos x", "\\sin x", False),
+    ("9:05", "9:05:00", True),
+    ("21:05", "9:05 \\text{ p.m.}", True),
+    ("9:05", "9:50", False),
+    ("9:05 \\text{ a.m.}", "9:05 \\text{ p.m.}", False),
+    ("g(t)=t^2", "y=t^2", True),
+    ("f(x)=x^2+1", "x^2+1", True),
+    ("y=t^3", "y=t^2", False),
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}", True),
+    ("\\begin{matrix}1&2\\\\3&4\\end{matrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", True),
+    ("[[1,2],[3,4]]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", True),
+    ("\\begin{pmatrix}1&2\\\\4&3\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", False),
+    # noise
+    ("12\\", "12", True),
+    ("12;", "12", True),
+    ("12!", "12", False),
+    ("12,", "12", True),
+    ("B", "B. 12", True),
+    ("B. 12", "B", True),
+    ("(B)", "B", True),
+    ("\\text{(B)}", "B", True),
+    ("C", "B. 12", False),
+    ("C. 12", "B", False),
+    ("12", "\\boxed{12} \\text{ or } \\boxed{-12}", False),
+    ("12, -12", "\\boxed{12} \\text{ and } \\boxed{-12}", True),
+    # towers
+    ("2^{-2^{1000}}", "2^{-2^{1000}}", True),
+    ("2^{-2^{1000}}", "2^{-2^{1001}}", False),
+    ("(0, 2^{-2^{1000}})", "(0, 2^{-2^{1000}})", True),
+    ("0", "2^{-2^{1000}}", False),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold", "equal"), CASES)
+def test_default_grading_by_category(answer: str, gold: str, equal: bool) -> None:
+    assert grade_answer(answer, gold) is equal
+
+
+def test_power_towers_are_decided_by_value_within_the_deadline() -> None:
+    started = time.monotonic()
+    assert grade_answer("2^{-2^{1000}}", "2^{-2^{1001}}") is False
+    assert grade_answer("(0, 2^{-2^{1000}}]", "(0, 2^{-2^{1000}}]") is True
+    assert grade_answer("(0, 2^{-2^{1000}}]", "(0, 2^{-2^{1000}})") is False
+    assert time.monotonic() - started < 5.0
+
+
+def test_several_boxed_answers_in_the_label_are_one_list() -> None:
+    out = math_reward.compute_score("so \\boxed{-12, 12}", "\\boxed{12} \\text{ and } \\boxed{-12}")
+    assert out["acc"] is True
+    assert (
+        math_reward.compute_score("so \\boxed{12}", "\\boxed{12} \\text{ and } \\boxed{-12}")["acc"] is False
+    )
+
+
+def test_verl_mode_is_untouched_by_the_default_forms() -> None:
+    # verl compares normalised strings: none of the default mode's forms reach it
+    assert math_reward.compute_score("\\boxed{2.828}", "2\\sqrt{2}", compat="verl")["acc"] is False
+    assert math_reward.compute_score("\\boxed{5 km}", "5", compat="verl")["acc"] is False
+    assert math_reward.compute_score("\\boxed{12\\}", "12", compat="verl")["acc"] is False
