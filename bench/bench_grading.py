@@ -66,8 +66,11 @@ def load_cases() -> list[dict[str, Any]]:
     return rows
 
 
-def response_of(pred: str) -> str:
-    return f"The answer is $\\boxed{{{pred}}}$."
+def response_of(case: dict[str, Any]) -> str:
+    """The case's whole response where the source has one, else its answer in a box."""
+    if "response" in case:
+        return str(case["response"])
+    return f"The answer is $\\boxed{{{case['pred']}}}$."
 
 
 async def judger_verdicts(cases: list[dict[str, Any]], compat: str | None) -> list[bool | None]:
@@ -77,7 +80,7 @@ async def judger_verdicts(cases: list[dict[str, Any]], compat: str | None) -> li
     states = [
         RolloutState(
             message=[{"role": "user", "content": c.get("prompt") or "q"}],
-            response=response_of(c["pred"]),
+            response=response_of(c),
             reward_model={"ground_truth": c["gold"]},
         )
         for c in cases
@@ -93,7 +96,7 @@ def math_verify_verdicts(cases: list[dict[str, Any]]) -> list[bool]:
     for c in cases:
         try:
             gold = parse("\\boxed{" + c["gold"] + "}", [LatexExtractionConfig()])
-            pred = parse(response_of(c["pred"]), [LatexExtractionConfig(), ExprExtractionConfig()])
+            pred = parse(response_of(c), [LatexExtractionConfig(), ExprExtractionConfig()])
             verdicts.append(bool(verify(gold, pred)))
         except Exception:
             verdicts.append(False)
@@ -105,7 +108,7 @@ def verl_verdicts(cases: list[dict[str, Any]], python: str) -> dict[str, list[bo
     if probe.returncode != 0:
         print(f"verl not importable with {python}: its graders are left out", file=sys.stderr)
         return {}
-    payload = json.dumps([[response_of(c["pred"]), c["gold"]] for c in cases])
+    payload = json.dumps([[response_of(c), c["gold"]] for c in cases])
     done = subprocess.run(
         [python, "-c", VERL_RUNNER], input=payload, capture_output=True, text=True, timeout=1800
     )
@@ -150,8 +153,9 @@ def misses(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | None]], 
         if got is not c["expected"]:
             shown = "FAILED" if got is None else str(got)
             others = ", ".join(f"{n}={verdicts[n][i]}" for n in verdicts if n != name)
+            pred = c.get("pred") or c["response"][-120:].replace("\n", " ")
             out.append(
-                f"- [{c['source']}] gold `{c['gold']}` pred `{c['pred']}`: expected {c['expected']}, "
+                f"- [{c['source']}] gold `{c['gold']}` pred `{pred}`: expected {c['expected']}, "
                 f"{name} {shown} ({others})"
             )
     return "\n".join(out)

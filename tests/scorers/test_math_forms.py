@@ -131,3 +131,31 @@ def test_verl_mode_is_untouched_by_the_default_forms() -> None:
     assert math_reward.compute_score("\\boxed{2.828}", "2\\sqrt{2}", compat="verl")["acc"] is False
     assert math_reward.compute_score("\\boxed{5 km}", "5", compat="verl")["acc"] is False
     assert math_reward.compute_score("\\boxed{12\\}", "12", compat="verl")["acc"] is False
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "equal"),
+    [
+        ("\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\{1,2,3\\}", True),
+        ("so $\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}$", "(2, 2), (6, 2)", True),
+        ("\\boxed{1} and \\boxed{2}", "\\{1,2,3\\}", False),
+        ("\\boxed{1} and \\boxed{4}", "4", True),  # the last box alone still counts, as before
+        ("first \\boxed{3}; later we find that it is \\boxed{2}", "2, 3", False),  # not one run of boxes
+    ],
+)
+def test_a_run_of_boxes_ending_the_response_is_one_answer(response: str, gold: str, equal: bool) -> None:
+    assert math_reward.compute_score(response, gold)["acc"] is equal
+
+
+async def test_the_judger_grades_a_run_of_boxes_once_per_distinct_run() -> None:
+    from judger import MathJudgerConfig, RolloutState
+
+    judge = MathJudgerConfig().build()
+    states = [
+        RolloutState(
+            message=[{"role": "user", "content": "q"}], response=r, reward_model={"ground_truth": "1, 2"}
+        )
+        for r in ("\\boxed{1}, \\boxed{2}", "so \\boxed{2}", "\\boxed{2} and \\boxed{1}")
+    ]
+    out = await judge.batch_judge(states)
+    assert [s.reward["acc"] for s in out] == [True, False, True]

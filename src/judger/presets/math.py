@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.boxed import BOXED, final_boxes, last_boxed
 from judger.scorers.math.reward import compute_score
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
@@ -40,6 +40,10 @@ class MathJudger(ScorerJudger):
         if self.options.get("compat") is None and isinstance(response, str):
             payload["response"] = last_boxed(response)
             payload["scorer_kwargs"] = {"extracted": True}
+            if response.count(BOXED) >= 2:
+                boxes = final_boxes(response)
+                if len(boxes) >= 2:
+                    payload["scorer_kwargs"]["boxes"] = tuple(boxes)
         return payload
 
 

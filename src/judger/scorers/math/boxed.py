@@ -7,6 +7,8 @@ a ``\\boxed 5``), and cleans a sentence-final period inside the box (``\\boxed{7
 
 from __future__ import annotations
 
+import re
+
 BOXED = "\\boxed"
 FBOX = "\\fbox"
 
@@ -114,3 +116,35 @@ def last_boxed(text: str) -> str | None:
         inner = inner.split("\n")[0]
         return clean_answer(inner) or None
     return None
+
+
+_JOINER = re.compile(
+    r"(?:\s|\$|,|;|&|\\\\|\\[()\[\]]|\\q?quad|\\[,;: ]|and|or"
+    r"|\\text\s*\{[^{}]{0,40}\}|\\textbf\s*\{[^{}]{0,40}\})*"
+)
+
+
+def final_boxes(text: str) -> list[str]:
+    """The boxes that end the response together: ``\\boxed{1}, \\boxed{2} and \\boxed{3}`` -> three.
+
+    Only boxes joined by punctuation, spacing, math delimiters and short words (``and``, a
+    ``\\text{}``) count; one box, or a run broken by other text, gives one item (the last box).
+    """
+    found: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        start = text.find(BOXED + "{", pos)
+        if start < 0:
+            break
+        end = _brace_match(text, start + len(BOXED))
+        if end is None:
+            break
+        found.append((start, end))
+        pos = end + 1
+    run: list[str] = []
+    for k in range(len(found) - 1, -1, -1):
+        start, end = found[k]
+        if run and not _JOINER.fullmatch(text[end + 1 : found[k + 1][0]]):
+            break
+        run.append(clean_answer(text[start + len(BOXED) + 1 : end]))
+    return list(reversed(run))

@@ -21,7 +21,14 @@ from typing import Any, Literal
 
 from judger.scorers.labels import missing_label
 from judger.scorers.math import forms_verdict
-from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math.boxed import (
+    BOXED,
+    clean_answer,
+    final_boxes,
+    last_boxed,
+    last_boxed_only_string_verl,
+    remove_boxed_verl,
+)
 from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.numeric import numerically_equal
@@ -110,11 +117,14 @@ def compute_score(
     *,
     compat: Compat = None,
     extracted: bool = False,
+    boxes: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Score one response against a MATH label (see the module docstring for the two modes).
 
     ``extracted=True`` says ``solution_str`` is already the boxed answer (or None): the judger
     extracts in the calling process so that identical answers are graded once per batch.
+    ``boxes``: the run of boxes that ends the response (``\\boxed{1} and \\boxed{2}``), when there
+    are several; their list is graded when the last box alone is not the label.
     """
     if compat == "verl":
         return compute_score_verl(solution_str, ground_truth)
@@ -126,6 +136,14 @@ def compute_score(
         answer = solution_str
     else:
         answer = last_boxed(solution_str) if isinstance(solution_str, str) else None
+        if isinstance(solution_str, str) and solution_str.count(BOXED) >= 2:
+            boxes = tuple(final_boxes(solution_str))
     if not answer:
         return _result(False, answer or None)
-    return _result(grade_answer(answer, ground_truth), answer)
+    if grade_answer(answer, ground_truth):
+        return _result(True, answer)
+    if boxes and len(boxes) >= 2:
+        joined = ", ".join(boxes)
+        if grade_answer(joined, ground_truth):
+            return _result(True, joined)
+    return _result(False, answer)
