@@ -159,3 +159,32 @@ async def test_the_judger_grades_a_run_of_boxes_once_per_distinct_run() -> None:
     ]
     out = await judge.batch_judge(states)
     assert [s.reward["acc"] for s in out] == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "response", "gold", "equal"),
+    [
+        ("Enter all the solutions, separated by commas.", "\\boxed{3, -1, 2}", "-1, 2, 3", True),
+        ("List the roots in increasing order.", "\\boxed{3, -1, 2}", "-1, 2, 3", False),
+        ("List the roots in increasing order.", "\\boxed{-1, 2, 3}", "-1, 2, 3", True),
+        ("Order them from least to greatest.", "\\boxed{0.5, \\frac14}", "\\frac14, \\frac12", False),
+        ("Order them from least to greatest.", "\\boxed{0.25, 0.5}", "\\frac14, \\frac12", True),
+        ("Find the ordered triple.", "\\boxed{(3, -1, 2)}", "(-1, 2, 3)", False),
+        ("Find the set of solutions.", "\\boxed{\\{3, -1, 2\\}}", "\\{-1, 2, 3\\}", True),
+    ],
+)
+async def test_order_comes_from_the_label_form_and_the_prompt(
+    prompt: str, response: str, gold: str, equal: bool
+) -> None:
+    from judger import MathJudgerConfig, RolloutState
+
+    state = RolloutState(
+        message=[{"role": "user", "content": prompt}], response=response, reward_model={"ground_truth": gold}
+    )
+    out = await MathJudgerConfig().build().judge(state)
+    assert out.reward["acc"] is equal
+
+
+def test_a_spaced_comma_list_is_not_a_grouped_number() -> None:
+    assert grade_answer("32, 349", "32349") is False
+    assert grade_answer("32,349", "32349") is True

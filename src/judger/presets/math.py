@@ -10,6 +10,7 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.math.boxed import BOXED, final_boxes, last_boxed
+from judger.scorers.math.order import asks_for_order
 from judger.scorers.math.reward import compute_score
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
@@ -40,6 +41,8 @@ class MathJudger(ScorerJudger):
         if self.options.get("compat") is None and isinstance(response, str):
             payload["response"] = last_boxed(response)
             payload["scorer_kwargs"] = {"extracted": True}
+            if asks_for_order(rollout_state.message):
+                payload["scorer_kwargs"]["ordered"] = True
             if response.count(BOXED) >= 2:
                 boxes = final_boxes(response)
                 if len(boxes) >= 2:

@@ -10,6 +10,7 @@ approximates an exact value, a list of such decimals, and complex numbers writte
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -77,6 +78,18 @@ def _tower_equal(answer: str, gold: str) -> bool | None:
     if a_br != g_br or len(a_vals) != len(g_vals):
         return False
     return all(values_equal(x, y) for x, y in zip(a_vals, g_vals))
+
+
+def in_order(answer: str, gold: str, equal: Callable[[str, str], bool]) -> bool | None:
+    """Two bare comma lists compared position by position (the prompt asked for an order); None otherwise."""
+    a_br, a_in = _unwrap(answer)
+    g_br, g_in = _unwrap(gold)
+    if a_br or g_br:
+        return None  # brackets say themselves whether they are ordered
+    a_parts, g_parts = split_top(a_in), split_top(g_in)
+    if len(g_parts) < 2:
+        return None
+    return len(a_parts) == len(g_parts) and all(equal(a, g) for a, g in zip(a_parts, g_parts))
 
 
 def before(answer: str, gold: str) -> bool | tuple[str, str]:

@@ -17,6 +17,7 @@ _PRESENTATION = re.compile(r"\\[,;:! ]|\\left|\\right|\^\{?\\circ\}?|\\\$|\$|\s+
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 _GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FRAC = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}")
+_LIST_COMMA = re.compile(r",\s+\d")
 _SLASH = re.compile(r"(-?\d+)/(\d+)")
 
 
@@ -44,6 +45,8 @@ def plain_number(text: str) -> tuple[Fraction, bool] | None:
     Presentation is spacing, ``$``, ``\\$``, degrees, thousands separators, a trailing ``\\%`` and a
     trailing unit word in ``\\text{}``. ``50\\%`` gives ``(50, True)``.
     """
+    if _LIST_COMMA.search(text):
+        return None  # "32, 349" is two numbers, not 32,349
     text = _UNIT_TEXT.sub("", text)
     text = _PRESENTATION.sub("", text)
     percent = text.endswith(("\\%", "%"))

@@ -81,13 +81,14 @@ def markup_free(text: str) -> str:
     return "".join(text.split()).strip("$")
 
 
-def grade_answer(answer: str, ground_truth: Any) -> bool:
+def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     """Our equivalence of an extracted answer and a label.
 
     Identical text, then identical text once LaTeX presentation is removed (Math-Verify cannot
     parse ``\\text{4:30 p.m.}``), then equal plain numbers (``50\\%``, ``10\\text{ cm}``:
     :mod:`~judger.scorers.math.numeric`, no LaTeX parser involved), then Math-Verify's symbolic and
-    numeric equivalence.
+    numeric equivalence. ``ordered``: the prompt asks for an order, so a bare comma list is
+    compared position by position (:mod:`~judger.scorers.math.order`).
     """
 
     gold = ground_truth_text(ground_truth)
@@ -101,6 +102,10 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     plain = markup_free(answer)
     if plain and plain == markup_free(gold):
         return True
+    if ordered:
+        verdict = forms_verdict.in_order(answer, gold, grade_answer)
+        if verdict is not None:
+            return verdict
     sides = forms_verdict.before(answer, gold)
     if isinstance(sides, bool):
         return sides
@@ -118,13 +123,15 @@ def compute_score(
     compat: Compat = None,
     extracted: bool = False,
     boxes: tuple[str, ...] | None = None,
+    ordered: bool = False,
 ) -> dict[str, Any]:
     """Score one response against a MATH label (see the module docstring for the two modes).
 
     ``extracted=True`` says ``solution_str`` is already the boxed answer (or None): the judger
     extracts in the calling process so that identical answers are graded once per batch.
     ``boxes``: the run of boxes that ends the response (``\\boxed{1} and \\boxed{2}``), when there
-    are several; their list is graded when the last box alone is not the label.
+    are several; their list is graded when the last box alone is not the label. ``ordered``: the
+    prompt asks for the answers in an order (the judger reads it from the prompt).
     """
     if compat == "verl":
         return compute_score_verl(solution_str, ground_truth)
@@ -140,10 +147,10 @@ def compute_score(
             boxes = tuple(final_boxes(solution_str))
     if not answer:
         return _result(False, answer or None)
-    if grade_answer(answer, ground_truth):
+    if grade_answer(answer, ground_truth, ordered):
         return _result(True, answer)
     if boxes and len(boxes) >= 2:
         joined = ", ".join(boxes)
-        if grade_answer(joined, ground_truth):
+        if grade_answer(joined, ground_truth, ordered):
             return _result(True, joined)
     return _result(False, answer)
