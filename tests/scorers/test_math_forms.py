@@ -188,3 +188,22 @@ async def test_order_comes_from_the_label_form_and_the_prompt(
 def test_a_spaced_comma_list_is_not_a_grouped_number() -> None:
     assert grade_answer("32, 349", "32349") is False
     assert grade_answer("32,349", "32349") is True
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "equal"),
+    [
+        ("1000,99", "1000.99", True),
+        ("1.22", "1,22", True),
+        ("1,23", "1.22", False),
+        ("1,225", "1.225", False),
+    ],
+)
+def test_a_decimal_comma_against_a_decimal_point(answer: str, gold: str, equal: bool) -> None:
+    assert grade_answer(answer, gold) is equal
+
+
+def test_boxes_named_by_their_unknowns_are_one_answer() -> None:
+    response = "\\( y_1 = \\boxed{-2(x - 1)^2 + 5} \\) and \\( y_2 = \\boxed{3(x + 2)^2 - 2} \\)"
+    assert math_reward.compute_score(response, "y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10")["acc"] is True
+    assert math_reward.compute_score(response, "y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+11")["acc"] is False

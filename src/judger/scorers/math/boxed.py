@@ -120,15 +120,15 @@ def last_boxed(text: str) -> str | None:
 
 _JOINER = re.compile(
     r"(?:\s|\$|,|;|&|\\\\|\\[()\[\]]|\\q?quad|\\[,;: ]|and|or"
-    r"|\\text\s*\{[^{}]{0,40}\}|\\textbf\s*\{[^{}]{0,40}\})*"
+    r"|\\text\s*\{[^{}]{0,40}\}|\\textbf\s*\{[^{}]{0,40}\}|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
 )
 
 
 def final_boxes(text: str) -> list[str]:
     """The boxes that end the response together: ``\\boxed{1}, \\boxed{2} and \\boxed{3}`` -> three.
 
-    Only boxes joined by punctuation, spacing, math delimiters and short words (``and``, a
-    ``\\text{}``) count; one box, or a run broken by other text, gives one item (the last box).
+    Only boxes joined by punctuation, spacing, math delimiters, short words (``and``, a
+    ``\\text{}``) and the name of the next unknown (``y_2 =``) count; one box, or a run broken by other text, gives one item (the last box).
     """
     found: list[tuple[int, int]] = []
     pos = 0
@@ -144,7 +144,9 @@ def final_boxes(text: str) -> list[str]:
     run: list[str] = []
     for k in range(len(found) - 1, -1, -1):
         start, end = found[k]
-        if run and not _JOINER.fullmatch(text[end + 1 : found[k + 1][0]]):
-            break
+        if run:
+            between = text[end + 1 : found[k + 1][0]]
+            if len(between) > 200 or not _JOINER.fullmatch(between):
+                break
         run.append(clean_answer(text[start + len(BOXED) + 1 : end]))
     return list(reversed(run))

@@ -72,3 +72,18 @@ def numerically_equal(answer: str, ground_truth: str) -> bool:
     if a == b:
         return True
     return (a_pct and a / 100 == b) or (b_pct and b / 100 == a)
+
+
+_DECIMAL_COMMA = re.compile(r"^(-?\d+),(\d{1,2})$")
+_DECIMAL_POINT = re.compile(r"^-?\d+\.\d+$")
+
+
+def decimal_comma_equal(answer: str, gold: str) -> bool:
+    """``1,22`` against ``1.22``: a comma followed by one or two digits is a decimal comma when the
+    other side writes the same number with a decimal point (three digits would be a thousands group).
+    """
+    for comma_side, point_side in ((answer.strip(), gold.strip()), (gold.strip(), answer.strip())):
+        found = _DECIMAL_COMMA.match(comma_side)
+        if found is not None and _DECIMAL_POINT.match(point_side):
+            return Fraction(f"{found[1]}.{found[2]}") == Fraction(point_side)
+    return False

@@ -31,7 +31,7 @@ from judger.scorers.math.boxed import (
 )
 from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
-from judger.scorers.math.numeric import numerically_equal
+from judger.scorers.math.numeric import decimal_comma_equal, numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
 
 Compat = Literal["verl"] | None
@@ -110,7 +110,7 @@ def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     if isinstance(sides, bool):
         return sides
     answer, gold = sides
-    if numerically_equal(answer, gold):  # no LaTeX parser: the verdict cannot depend on antlr4
+    if numerically_equal(answer, gold) or decimal_comma_equal(answer, gold):  # no LaTeX parser needed
         return True
     return equivalent(answer, gold) or forms_verdict.after(answer, gold)
 
