@@ -128,7 +128,8 @@ def final_boxes(text: str) -> list[str]:
     """The boxes that end the response together: ``\\boxed{1}, \\boxed{2} and \\boxed{3}`` -> three.
 
     Only boxes joined by punctuation, spacing, math delimiters, short words (``and``, a
-    ``\\text{}``) and the name of the next unknown (``y_2 =``) count; one box, or a run broken by other text, gives one item (the last box).
+    ``\\text{}``) and the name of the next unknown (``y_2 =``) count; one box, or a run broken
+    by other text, gives one item (the last box).
     """
     found: list[tuple[int, int]] = []
     pos = 0
