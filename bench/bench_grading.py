@@ -74,9 +74,10 @@ def response_of(case: dict[str, Any]) -> str:
 
 
 async def judger_verdicts(cases: list[dict[str, Any]], compat: str | None) -> list[bool | None]:
-    from judger import MathJudgerConfig, RolloutState
+    from judger import RolloutState
+    from judger.presets.math import MathJudgerConfig
 
-    judge = MathJudgerConfig(compat=compat).build()
+    judge = MathJudgerConfig(compat="verl" if compat == "verl" else None).build()
     states = [
         RolloutState(
             message=[{"role": "user", "content": c.get("prompt") or "q"}],
@@ -177,7 +178,8 @@ def main() -> None:
     verdicts["judger compat=verl"] = asyncio.run(judger_verdicts(cases, "verl"))
     verdicts["Math-Verify 0.9"] = list(math_verify_verdicts(cases))
     if args.verl_python and Path(args.verl_python).exists():
-        verdicts.update(verl_verdicts(cases, args.verl_python))
+        for name, values in verl_verdicts(cases, args.verl_python).items():
+            verdicts[name] = list(values)
     elapsed = time.perf_counter() - started
     text = table(cases, verdicts)
     print(text)

@@ -53,7 +53,7 @@ def stated_decimal(text: str) -> tuple[Decimal, Decimal] | None:
 
 def within_stated_precision(decimal: tuple[Decimal, Decimal], exact: Any) -> bool:
     """Whether ``exact`` (an mpmath/sympy real) rounds to the stated decimal."""
-    import mpmath
+    import mpmath  # type: ignore[import-untyped]
 
     value, half = decimal
     with mpmath.workdps(DIGITS):

@@ -30,7 +30,7 @@ from judger.scorers.math.forms import (
     option_equal,
 )
 from judger.scorers.math.numeric import plain_number
-from judger.scorers.math.units import unit_verdict
+from judger.scorers.math.units import without_units
 
 _BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "\\left(": "\\right)", "\\left[": "\\right]"}
 
@@ -102,9 +102,9 @@ def before(answer: str, gold: str) -> bool | tuple[str, str]:
         verdict = _tower_equal(answer, gold)
         if verdict is not None:
             return verdict
-    sides = unit_verdict(answer, gold)
-    if sides is False:
-        return False
+    sides = without_units(answer, gold)
+    if sides is None:
+        return False  # conflicting units
     answer, gold = sides
     a_mixed, g_mixed = mixed_number(answer), mixed_number(gold)
     if a_mixed is not None or g_mixed is not None:
@@ -140,7 +140,11 @@ def _exact_value(text: str) -> Any:
     """The real value of an exact answer (not itself a terminating decimal), or None."""
     plain = _fraction(text)
     if plain is not None:
-        return None if _terminates(plain) else plain.numerator / __import__("mpmath").mpf(plain.denominator)
+        if _terminates(plain):
+            return None
+        import mpmath  # type: ignore[import-untyped]
+
+        return mpmath.mpf(plain.numerator) / plain.denominator
     if stated_decimal(text) is not None or not re.search(r"\\|\^|/|[a-z]", text):
         return None
     from judger.scorers.math.grade import parse_boxed, real_value

@@ -35,9 +35,9 @@ def split_unit(text: str) -> tuple[str, str] | None:
     return found[1].strip(), unit
 
 
-def unit_verdict(answer: str, gold: str) -> tuple[str, str] | bool:
-    """False when both sides carry different units; else the two sides with their units removed."""
+def without_units(answer: str, gold: str) -> tuple[str, str] | None:
+    """The two sides with their units removed; None when both carry units and they differ."""
     a, g = split_unit(answer), split_unit(gold)
     if a is not None and g is not None and a[1] != g[1]:
-        return False
+        return None
     return (a[0] if a else answer), (g[0] if g else gold)
