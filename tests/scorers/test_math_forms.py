@@ -118,6 +118,20 @@ def test_power_towers_are_decided_by_value_within_the_deadline() -> None:
     assert time.monotonic() - started < 5.0
 
 
+@pytest.mark.parametrize(
+    ("label", "answer", "equal"),
+    [
+        ("\\boxed{1} papers and \\boxed{2} bins", "1, 2", True),
+        ("\\(\\boxed{1}\\) and \\(\\boxed{-2}\\).", "-2, 1", True),
+        ("\\boxed{1}\\boxed{2}", "1,2", True),
+        ("\\boxed{1}\\boxed{2}", "2", False),
+        ("\\boxed{1} no no no no no \\boxed{2}", "1, 2", False),  # too far apart: the last box is the label
+    ],
+)
+def test_a_label_of_several_boxes(label: str, answer: str, equal: bool) -> None:
+    assert grade_answer(answer, label) is equal
+
+
 def test_several_boxed_answers_in_the_label_are_one_list() -> None:
     out = math_reward.compute_score("so \\boxed{-12, 12}", "\\boxed{12} \\text{ and } \\boxed{-12}")
     assert out["acc"] is True

@@ -24,21 +24,51 @@ def strip_noise(answer: str) -> str:
     return stripped or answer
 
 
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
 def gold_answers(ground_truth: str) -> str:
-    """A label with several ``\\boxed{}`` answers as one list: ``\\boxed{1}, \\boxed{2}`` -> ``1, 2``."""
+    """A label whose answer is several boxes as one list: ``\\boxed{1} and \\boxed{2}`` -> ``1, 2``.
+
+    Boxes count together when at most three words and sixty characters stand between them
+    (``\\boxed{1} papers and \\boxed{2} bins``); a box after a longer text starts over.
+    """
     if ground_truth.count(BOXED) + ground_truth.count(FBOX) < 2:
         return ground_truth
-    parts = []
-    rest = ground_truth
+    spans: list[tuple[int, int]] = []
+    pos = 0
     while True:
-        cut = max(rest.rfind(BOXED), rest.rfind(FBOX))
-        if cut < 0:
+        starts = [i for i in (ground_truth.find(BOXED, pos), ground_truth.find(FBOX, pos)) if i >= 0]
+        if not starts:
             break
-        inner = last_boxed(rest[cut:])
-        if inner is not None:
-            parts.append(inner)
-        rest = rest[:cut]
+        start = min(starts)
+        inner = last_boxed(ground_truth[: _box_end(ground_truth, start) + 1])
+        end = _box_end(ground_truth, start)
+        if inner is None or end < 0:
+            break
+        spans.append((start, end))
+        pos = end + 1
+    parts: list[str] = []
+    for k in range(len(spans) - 1, -1, -1):
+        start, end = spans[k]
+        if parts:
+            between = _TEXT.sub(r"\1", ground_truth[end + 1 : spans[k + 1][0]])
+            if len(between) > 60 or len(_WORD.findall(between)) > 3:
+                break
+        parts.append(last_boxed(ground_truth[: end + 1]) or "")
     return ", ".join(reversed(parts)) if len(parts) >= 2 else ground_truth
+
+
+def _box_end(text: str, start: int) -> int:
+    """Index of the ``}`` closing the box that starts at ``start``; -1 when it does not close."""
+    brace = text.find("{", start)
+    depth = 0
+    for i in range(brace, len(text)) if brace >= 0 else ():
+        depth += text[i] == "{"
+        depth -= text[i] == "}"
+        if depth == 0:
+            return i
+    return -1
 
 
 def _plain(text: str) -> str:
