@@ -8,8 +8,12 @@
   (``\\fbox``, ``\\boxed 5``), a sentence-final period inside it is ignored (``\\boxed{72.}``), and
   equality is Math-Verify's symbolic and numeric equivalence (:mod:`judger.scorers.math.grade`),
   so ``5.0`` equals ``5``, ``\\frac{\\pi}{2}`` equals ``\\pi/2`` and ``0.75`` equals ``\\frac34``,
-  without Math-Verify's tiny-number false positive. It can take unbounded time on hostile input
-  (``9^{9^{9^9}}``), so it belongs on the process pool.
+  without Math-Verify's tiny-number false positive. Around Math-Verify, the forms it misreads
+  (:mod:`~judger.scorers.math.forms_verdict`): units, option letters, clock times, mixed numbers,
+  matrices, ``g(t)=`` names, decimal approximations, complex numbers, power towers by value; a
+  run of boxes ending the response is one list (:func:`~judger.scorers.math.boxed.final_boxes`),
+  and a bare list is ordered when the prompt asks for an order. It can take unbounded time on
+  hostile input (``9^{9^{9^9}}``), so it belongs on the process pool.
 
 Both return ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
 """
