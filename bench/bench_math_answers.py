@@ -42,7 +42,7 @@ def child() -> None:
         kwargs = payload.get("scorer_kwargs") or {}
         key = repr((payload["response"], payload["label"]))  # the baseline's kwargs may differ
         jobs[key] = (payload["response"], payload["label"], kwargs)
-    compute_score("\\boxed{1}", "1")  # imports and Math-Verify's first parse are not what we time
+    compute_score("x+2", "2+x", extracted=True)  # imports and Math-Verify's first parse: not timed
     started = time.perf_counter()
     verdicts = {k: compute_score(a, label, **kw)["acc"] for k, (a, label, kw) in jobs.items()}
     print(json.dumps({"seconds": time.perf_counter() - started, "verdicts": verdicts}))
@@ -62,13 +62,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--baseline", required=True, help="the src/ directory of the tree to compare with")
+    parser.add_argument("--baseline", help="the src/ directory of the tree to compare with")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child()
         return
+    if not args.baseline:
+        parser.error("--baseline is required")
     trees = {"this tree": str(ROOT / "src"), "baseline": args.baseline}
     seconds: dict[str, list[float]] = {name: [] for name in trees}
     verdicts: dict[str, dict[str, bool]] = {}

@@ -221,3 +221,13 @@ def test_boxes_named_by_their_unknowns_are_one_answer() -> None:
     response = "\\( y_1 = \\boxed{-2(x - 1)^2 + 5} \\) and \\( y_2 = \\boxed{3(x + 2)^2 - 2} \\)"
     assert math_reward.compute_score(response, "y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10")["acc"] is True
     assert math_reward.compute_score(response, "y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+11")["acc"] is False
+
+
+def test_two_different_plain_numbers_are_decided_without_math_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parser(*args: object) -> bool:
+        raise AssertionError("Math-Verify was called")
+
+    monkeypatch.setattr(math_reward, "equivalent", no_parser)
+    assert grade_answer("11", "4") is False
+    assert grade_answer("\\frac{3}{16}", "\\frac{3}{8}") is False
+    assert grade_answer("0.33", "\\frac{1}{3}") is True  # an approximation is still one

@@ -174,6 +174,23 @@ def _items_equal(a: str, g: str) -> bool:
     return x is not None and x == y
 
 
+def plain_verdict(answer: str, gold: str) -> bool | None:
+    """The verdict on two plain numbers (no percent) that needs no LaTeX parse; None otherwise.
+
+    Equal values, or a decimal that approximates a fraction, are equal; two rationals more than a
+    relative 1e-5 apart are unequal under any rounding Math-Verify applies. Closer pairs go on.
+    """
+    a, g = plain_number(answer), plain_number(gold)
+    if a is None or g is None or a[1] or g[1]:
+        return None
+    if a[0] == g[0] or _approximates(answer, gold):
+        return True
+    scale: Fraction = max(Fraction(1), abs(a[0]), abs(g[0]))
+    if abs(a[0] - g[0]) > scale / 10**5:
+        return False
+    return None
+
+
 def after(answer: str, gold: str) -> bool:
     """Equal by a decimal approximation (one value or a list) or as complex numbers."""
     if _approximates(answer, gold):

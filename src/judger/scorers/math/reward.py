@@ -116,6 +116,9 @@ def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     answer, gold = sides
     if numerically_equal(answer, gold) or decimal_comma_equal(answer, gold):  # no LaTeX parser needed
         return True
+    verdict = forms_verdict.plain_verdict(answer, gold)
+    if verdict is not None:
+        return verdict
     return equivalent(answer, gold) or forms_verdict.after(answer, gold)
 
 
