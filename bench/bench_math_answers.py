@@ -6,7 +6,8 @@ The 400 real responses of ``../shared/data/math_rollouts_dev.jsonl`` reduce to t
 (boxed answer, label) pairs, the unit the judger grades once per batch.
 Each round grades all of them in a fresh process per tree (this tree, then the baseline,
 alternating, so that both see the same machine load), after one warm-up call; the table gives the
-median round. Verdicts that differ between the trees are listed.
+median round; the last column is the judger's extraction in the calling process (``preprocess``:
+the box, and here the prompt's order request), per response. Verdicts that differ are listed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def child() -> None:
     judge = MathJudgerConfig().build()
     rows = [json.loads(line) for line in DEV.read_text().splitlines() if line.strip()]
     jobs: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+    started = time.perf_counter()
+    for r in rows * 10:
+        judge.preprocess(
+            RolloutState(message=r["prompt"], response=r["response"], reward_model=r["reward_model"])
+        )
+    preprocess = (time.perf_counter() - started) / (10 * len(rows))
     for r in rows:
         state = RolloutState(message=r["prompt"], response=r["response"], reward_model=r["reward_model"])
         payload = judge.preprocess(state)
@@ -45,7 +52,8 @@ def child() -> None:
     compute_score("x+2", "2+x", extracted=True)  # imports and Math-Verify's first parse: not timed
     started = time.perf_counter()
     verdicts = {k: compute_score(a, label, **kw)["acc"] for k, (a, label, kw) in jobs.items()}
-    print(json.dumps({"seconds": time.perf_counter() - started, "verdicts": verdicts}))
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": seconds, "preprocess": preprocess, "verdicts": verdicts}))
 
 
 def run(src: str) -> dict[str, Any]:
@@ -73,20 +81,23 @@ def main() -> None:
         parser.error("--baseline is required")
     trees = {"this tree": str(ROOT / "src"), "baseline": args.baseline}
     seconds: dict[str, list[float]] = {name: [] for name in trees}
+    preprocess: dict[str, list[float]] = {name: [] for name in trees}
     verdicts: dict[str, dict[str, bool]] = {}
     for _ in range(args.rounds):
         for name, src in trees.items():
             out = run(src)
             seconds[name].append(out["seconds"])
+            preprocess[name].append(out["preprocess"])
             verdicts[name] = out["verdicts"]
     n = len(verdicts["this tree"])
     print(f"{n} distinct answers of {DEV.name}; median of {args.rounds} rounds, one process each\n")
-    print("| tree | seconds (median) | ms per distinct answer | rounds |")
-    print("|---|---|---|---|")
+    print("| tree | seconds (median) | ms per distinct answer | rounds | extraction, us per response |")
+    print("|---|---|---|---|---|")
     for name, values in seconds.items():
         med = statistics.median(values)
-        rounds = ", ".join(f"{v:.2f}" for v in values)
-        print(f"| {name} | {med:.2f} | {1000 * med / n:.1f} | {rounds} |")
+        rounds = ", ".join(f"{v:.3f}" for v in values)
+        extract = 1e6 * statistics.median(preprocess[name])
+        print(f"| {name} | {med:.3f} | {1000 * med / n:.2f} | {rounds} | {extract:.0f} |")
     ours, base = verdicts["this tree"], verdicts["baseline"]
     differ = [k for k in ours if k in base and ours[k] != base[k]]
     print(f"\nverdicts that differ: {len(differ)} (of {len(ours.keys() & base.keys())} graded by both)")
