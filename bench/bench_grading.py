@@ -162,6 +162,28 @@ def misses(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | None]], 
     return "\n".join(out)
 
 
+def _case_line(case: dict[str, Any]) -> str:
+    pred = case.get("pred") or "…" + case["response"][-100:].replace("\n", " ")
+    return f"`{case['gold']}` vs `{pred}` ({case['source']}, expected {case['expected']})"
+
+
+def disagreements(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | None]], peer: str) -> str:
+    """The cases where judger's default mode and ``peer`` differ, split by which one is right."""
+    ours, theirs = verdicts["judger default"], verdicts[peer]
+    differ = [i for i in range(len(cases)) if ours[i] != theirs[i]]
+    judger_right = [cases[i] for i in differ if ours[i] is cases[i]["expected"]]
+    peer_right = [cases[i] for i in differ if theirs[i] is cases[i]["expected"]]
+    lines = [
+        f"<details><summary>{peer}: {len(judger_right)} cases judger right, {len(peer_right)} {peer} right"
+        "</summary>",
+        "",
+    ]
+    lines += [f"- judger right: {_case_line(c)}" for c in judger_right]
+    lines += [f"- **{peer} right**: {_case_line(c)}" for c in peer_right]
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,9 +210,18 @@ def main() -> None:
         print(f"\n### {name}: misses\n")
         print(misses(cases, verdicts, name))
     if args.markdown:
-        args.markdown.write_text(
-            text + "\n\n### judger default: misses\n\n" + misses(cases, verdicts, "judger default") + "\n"
-        )
+        parts = [
+            text,
+            "",
+            "### Where judger's default mode misses",
+            "",
+            misses(cases, verdicts, "judger default"),
+        ]
+        parts += ["", "### Where judger's default mode and each peer disagree", ""]
+        for name in verdicts:
+            if name != "judger default":
+                parts.append(disagreements(cases, verdicts, name))
+        args.markdown.write_text("\n".join(parts) + "\n")
 
 
 if __name__ == "__main__":
