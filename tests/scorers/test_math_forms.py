@@ -210,6 +210,7 @@ def test_a_spaced_comma_list_is_not_a_grouped_number() -> None:
         ("1000,99", "1000.99", True),
         ("1.22", "1,22", True),
         ("1,23", "1.22", False),
+        ("0,111", "0.111", True),
         ("1,225", "1.225", False),
     ],
 )
