@@ -232,3 +232,24 @@ def test_two_different_plain_numbers_are_decided_without_math_verify(monkeypatch
     assert grade_answer("11", "4") is False
     assert grade_answer("\\frac{3}{16}", "\\frac{3}{8}") is False
     assert grade_answer("0.33", "\\frac{1}{3}") is True  # an approximation is still one
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "equal"),
+    [
+        (
+            "so $= \\boxed{255}$ and in all $10,455. Final Answer: The final answer is $10,455$. I hope",
+            "10455",
+            True,
+        ),
+        (
+            "so $= \\boxed{255}$ and in all $10,455. Final Answer: The final answer is $10,455$. I hope",
+            "255",
+            False,
+        ),
+        ("so \\boxed{7}. Final Answer: The final answer is $7$.", "7", True),
+        ("Final Answer: The final answer is $7$.", "7", False),  # no box at all: the format requirement stays
+    ],
+)
+def test_a_final_answer_stated_after_the_last_box_overrides_it(response: str, gold: str, equal: bool) -> None:
+    assert math_reward.compute_score(response, gold)["acc"] is equal

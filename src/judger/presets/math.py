@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.scorers.math.boxed import BOXED, final_boxes, last_boxed
+from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
 from judger.scorers.math.order import asks_for_order
 from judger.scorers.math.reward import compute_score
 
@@ -39,11 +39,11 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            payload["response"] = last_boxed(response)
+            payload["response"] = final_answer(response)
             payload["scorer_kwargs"] = {"extracted": True}
             if asks_for_order(rollout_state.message):
                 payload["scorer_kwargs"]["ordered"] = True
-            if response.count(BOXED) >= 2:
+            if response.count(BOXED) >= 2 and payload["response"] == last_boxed(response):
                 boxes = final_boxes(response)
                 if len(boxes) >= 2:
                     payload["scorer_kwargs"]["boxes"] = tuple(boxes)

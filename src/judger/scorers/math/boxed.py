@@ -151,3 +151,23 @@ def final_boxes(text: str) -> list[str]:
                 break
         run.append(clean_answer(text[start + len(BOXED) + 1 : end]))
     return list(reversed(run))
+
+
+_STATED_FINAL = re.compile(r"final answer is\s*\$([^$\n]{1,200})\$", re.IGNORECASE)
+STATED_FINAL_WINDOW = 2000
+"""How far from the end a stated final answer is looked for."""
+
+
+def final_answer(text: str) -> str | None:
+    """The last box's content, unless the response states its final answer after it.
+
+    Minerva's format (``Final Answer: The final answer is $X$. I hope it is correct.``) after the
+    last box means the boxes were intermediate results: X is the answer. With no box at all the
+    answer is None, as before (the format requirement stays).
+    """
+    answer = last_boxed(text)
+    if answer is None:
+        return None
+    start = max(text.rfind(BOXED), text.rfind(FBOX), len(text) - STATED_FINAL_WINDOW)
+    stated = [found[1] for found in _STATED_FINAL.finditer(text, start)]
+    return (clean_answer(stated[-1]) or answer) if stated else answer

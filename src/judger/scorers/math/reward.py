@@ -28,6 +28,7 @@ from judger.scorers.math import forms_verdict
 from judger.scorers.math.boxed import (
     BOXED,
     clean_answer,
+    final_answer,
     final_boxes,
     last_boxed,
     last_boxed_only_string_verl,
@@ -149,8 +150,12 @@ def compute_score(
     if extracted:
         answer = solution_str
     else:
-        answer = last_boxed(solution_str) if isinstance(solution_str, str) else None
-        if isinstance(solution_str, str) and solution_str.count(BOXED) >= 2:
+        answer = final_answer(solution_str) if isinstance(solution_str, str) else None
+        if (
+            isinstance(solution_str, str)
+            and solution_str.count(BOXED) >= 2
+            and answer == last_boxed(solution_str)
+        ):
             boxes = tuple(final_boxes(solution_str))
     if not answer:
         return _result(False, answer or None)
