@@ -253,3 +253,26 @@ def test_two_different_plain_numbers_are_decided_without_math_verify(monkeypatch
 )
 def test_a_final_answer_stated_after_the_last_box_overrides_it(response: str, gold: str, equal: bool) -> None:
     assert math_reward.compute_score(response, gold)["acc"] is equal
+
+
+def test_numbers_past_the_int_digit_limit_do_not_break_the_forms() -> None:
+    # the forms added here convert no digit string past Python's limit (plain_number's own guard
+    # is another change's)
+    from judger.scorers.math.approx import stated_decimal, tower_value
+    from judger.scorers.math.forms import mixed_number
+    from judger.scorers.math.numeric import decimal_comma_equal
+
+    big = "7" * 5000
+    assert decimal_comma_equal(f"{big}.5", f"{big},5") is False
+    assert mixed_number(f"1 2/{big}") is None
+    assert stated_decimal(f"{big}.5") is None
+    assert tower_value(f"2^{{{big}^{{2}}}}") is None
+
+
+def test_a_tower_too_large_to_evaluate_is_left_to_the_deadline() -> None:
+    from judger.scorers.math.approx import tower_value
+
+    started = time.monotonic()
+    assert tower_value("9^{9^{9^9}}") is None
+    assert tower_value("2^{-2^{1000}}") is not None
+    assert time.monotonic() - started < 2.0

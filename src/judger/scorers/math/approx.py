@@ -17,6 +17,10 @@ from typing import Any
 
 DIGITS = 50
 """Working precision (decimal digits) of the numeric comparisons."""
+MAX_DIGITS = 1000
+"""Longer numbers are left to the exact comparisons (and Python's int-conversion limit)."""
+MAX_EXPONENT_BITS = 4096
+"""A power whose exponent exceeds 2**this is not evaluated: its result would not fit in memory."""
 
 _DECIMAL = re.compile(r"^([-+]?)(\d*)\.(\d+)$")
 _SCIENTIFIC = re.compile(
@@ -27,6 +31,8 @@ _SCIENTIFIC = re.compile(
 def stated_decimal(text: str) -> tuple[Decimal, Decimal] | None:
     """``(value, half a unit in the last written place)`` of a decimal with two significant digits or more."""
     text = text.strip().replace(" ", "")
+    if len(text) > MAX_DIGITS:
+        return None  # no int conversion beyond Python's digit limit
     found = _SCIENTIFIC.match(text)
     if found is not None:
         mantissa, exponent = (found[1], found[2]) if found[1] else (found[3], found[4])
@@ -148,6 +154,8 @@ class _Parser:
                     raise ValueError("exponent")
                 if len(token) > 1:  # "2^10" is 2^1 followed by 0 in LaTeX
                     raise ValueError("ambiguous exponent")
+            if mpmath.mag(exponent) > MAX_EXPONENT_BITS:
+                raise ValueError("exponent too large to evaluate")
             return mpmath.power(base, exponent)
         return base
 
@@ -168,6 +176,8 @@ class _Parser:
             self.take("}")
             return num / den
         if token[0].isdigit():
+            if len(token) > MAX_DIGITS:
+                raise ValueError("number too long")
             return mpmath.mpf(token)
         raise ValueError(token)
 

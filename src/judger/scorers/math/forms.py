@@ -142,6 +142,8 @@ _MIXED = re.compile(r"^(-?)(\d+)\s+(\d+)\s*/\s*(\d+)$|^(-?)(\d+)\s*\\[dt]?frac\s
 
 def mixed_number(text: str) -> Fraction | None:
     """``2 3/4`` or ``2\\frac{3}{4}`` (a proper fraction after a whole number) as 11/4, else None."""
+    if len(text) > 200:
+        return None  # no int conversion beyond Python's digit limit
     found = _MIXED.match(_plain(text))
     if found is None:
         return None
