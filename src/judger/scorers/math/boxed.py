@@ -169,5 +169,7 @@ def final_answer(text: str) -> str | None:
     if answer is None:
         return None
     start = max(text.rfind(BOXED), text.rfind(FBOX), len(text) - STATED_FINAL_WINDOW)
+    if text.find("answer is", start) < 0:
+        return answer
     stated = [found[1] for found in _STATED_FINAL.finditer(text, start)]
     return (clean_answer(stated[-1]) or answer) if stated else answer

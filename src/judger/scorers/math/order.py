@@ -21,6 +21,9 @@ ORDER_REQUEST = re.compile(
 )
 
 
+_ENDS = ("greatest", "largest", "highest", "least", "smallest", "lowest")
+
+
 def prompt_text(message: Any) -> str:
     """The text of the last user turn of a chat prompt (or the prompt itself when it is a string)."""
     if isinstance(message, str):
@@ -34,5 +37,8 @@ def prompt_text(message: Any) -> str:
 
 def asks_for_order(message: Any) -> bool:
     """True when the prompt asks for the answers in an order."""
-    text = prompt_text(message)
-    return bool(text) and ORDER_REQUEST.search(text) is not None
+    text = prompt_text(message).lower()
+    # the regex only where one of its words occurs: most prompts have none, and this runs per sample
+    if "order" not in text and not ("from" in text and any(w in text for w in _ENDS)):
+        return False
+    return ORDER_REQUEST.search(text) is not None
