@@ -63,7 +63,9 @@ class MathJudgerConfig(ScorerJudgerConfig):
     which verl scores 0) and ignores a period inside it (``\\boxed{72.}``); it rejects
     Math-Verify's tiny-number false positives (``1/2004!`` vs ``1/2006!``); and it runs on the
     process pool, where a hostile answer (``9^{9^{9^9}}``) is killed at ``timeout`` seconds and
-    reported as a timeout failure instead of hanging the trainer.
+    reported as a timeout failure instead of hanging the trainer. It also reads the forms
+    Math-Verify misses (units, decimal approximations, clock times, option letters, matrices,
+    power towers by value; README "MATH answer grading") and the prompt's request for an order.
     """
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
