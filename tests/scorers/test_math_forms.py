@@ -276,3 +276,19 @@ def test_a_tower_too_large_to_evaluate_is_left_to_the_deadline() -> None:
     assert tower_value("9^{9^{9^9}}") is None
     assert tower_value("2^{-2^{1000}}") is not None
     assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "equal"),
+    [
+        ("10 in", "10\\text{ inches}", True),
+        ("36 \\text{ square centimeters}", "36\\text{ cm}^2", True),
+        ("2 hrs", "2 \\text{ hours}", True),
+        ("36 \\text{ square centimeters}", "36\\text{ cm}", False),
+        ("(A) or (B)", "A", False),  # a hedge between options is not the letter
+        ("A or B", "A", False),
+        ("A. 12", "A", True),
+    ],
+)
+def test_unit_spellings_and_option_hedges(answer: str, gold: str, equal: bool) -> None:
+    assert grade_answer(answer, gold) is equal

@@ -42,9 +42,8 @@ def gold_answers(ground_truth: str) -> str:
         if not starts:
             break
         start = min(starts)
-        inner = last_boxed(ground_truth[: _box_end(ground_truth, start) + 1])
         end = _box_end(ground_truth, start)
-        if inner is None or end < 0:
+        if end < 0:
             break
         spans.append((start, end))
         pos = end + 1
@@ -81,6 +80,7 @@ def _plain(text: str) -> str:
 
 # --- option letters --------------------------------------------------------------------------------
 
+_HEDGE = re.compile(r"\b(?:or|and)\b|\(\s*[A-E]\s*\)|(?:^|\s)[A-E](?:[.:)]|\s|$)")
 _OPTION = re.compile(r"^\(?\s*([A-E])\s*\)?(?:\s*[.:)]\s*(.*)|\s+(.*)|)$", re.S)
 
 
@@ -90,6 +90,9 @@ def option_equal(answer: str, gold: str) -> bool | None:
     if a is None or g is None:
         return None
     a_text, g_text = (a[2] or a[3] or "").strip(), (g[2] or g[3] or "").strip()
+    if _HEDGE.search(a_text):
+        return None  # "(A) or (B)" names two options: not one letter's answer
+
     if not a_text and not g_text and (len(_plain(answer)) > 3 or len(_plain(gold)) > 3):
         return None
     if a[1] != g[1]:

@@ -32,8 +32,6 @@ from judger.scorers.math.forms import (
 from judger.scorers.math.numeric import plain_number
 from judger.scorers.math.units import without_units
 
-_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "\\left(": "\\right)", "\\left[": "\\right]"}
-
 
 def split_top(text: str) -> list[str]:
     """``text`` cut at the commas outside any bracket."""

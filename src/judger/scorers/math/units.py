@@ -17,7 +17,29 @@ _WRAPPED = r"\\(?:text|textrm|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z][A-Za-z.\s
 _POWER = r"(?:\s*\^\s*\{?\s*(\d)\s*\}?)?"
 _BARE = r"([A-Za-z]{2,}(?:\s+[A-Za-z]{2,})?|m(?=\s*\^))"
 _UNIT = re.compile(rf"^({_NUMBERISH})\s*(?:\\[,;: ]\s*)*(?:{_WRAPPED}|{_BARE}){_POWER}$")
-_SINGULAR = {"inches": "inch", "feet": "foot", "foot": "foot", "hours": "hour", "minutes": "minute"}
+_ALIASES = {
+    "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "hours": "hour", "hr": "hour",
+    "hrs": "hour", "minutes": "minute", "min": "minute", "mins": "minute", "seconds": "second",
+    "sec": "second", "secs": "second", "meters": "m", "meter": "m", "metres": "m", "metre": "m",
+    "centimeters": "cm", "centimeter": "cm", "kilometers": "km", "kilometer": "km",
+    "millimeters": "mm", "millimeter": "mm", "miles": "mile", "mi": "mile", "yards": "yard",
+    "yd": "yard", "grams": "g", "gram": "g", "kilograms": "kg", "kilogram": "kg", "liters": "l",
+    "liter": "l", "litres": "l", "litre": "l", "pounds": "pound", "lb": "pound", "lbs": "pound",
+}  # fmt: skip
+"""Spellings of one unit; others compare as written, less a plural ``s``."""
+
+
+def _canonical(unit: str) -> str:
+    """``square centimeters`` -> ``cm^2``, ``Hours`` -> ``hour``, ``cubic feet`` -> ``foot^3``."""
+    power = ""
+    for word, exponent in (("square ", "^2"), ("sq ", "^2"), ("cubic ", "^3")):
+        if unit.startswith(word):
+            unit, power = unit[len(word) :], exponent
+    if unit in _ALIASES:
+        unit = _ALIASES[unit]
+    elif unit.endswith("s") and len(unit) > 3:
+        unit = unit[:-1]
+    return unit + power
 
 
 def split_unit(text: str) -> tuple[str, str] | None:
@@ -28,9 +50,8 @@ def split_unit(text: str) -> tuple[str, str] | None:
     word = (found[2] or found[3] or "").strip()
     if not word or word.lower() in ("and", "or", "pi"):
         return None
-    unit = " ".join(word.lower().split())
-    unit = _SINGULAR.get(unit, unit[:-1] if unit.endswith("s") and len(unit) > 3 else unit)
-    if found[4]:
+    unit = _canonical(" ".join(word.lower().split()))
+    if found[4] and "^" not in unit:
         unit += "^" + found[4]
     return found[1].strip(), unit
 
