@@ -11,7 +11,6 @@ import pytest
 from judger.compat.verl import compute_score as module
 from judger.compat.verl import default_compute_score
 from judger.scorers.math import reward
-from judger.scorers.math.boxed import last_boxed
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "judger" / "data" / "math_rollouts_dev.jsonl"
 
@@ -24,7 +23,7 @@ def test_inline_verdicts_equal_the_full_grader_on_real_responses() -> None:
     decided = 0
     for row in _rows():
         gold = row["reward_model"]["ground_truth"]
-        answer = last_boxed(row["response"])
+        answer, _ = reward.extract(row["response"])
         quick = reward.quick_result(answer, gold)
         if quick is None:
             continue

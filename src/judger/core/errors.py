@@ -18,6 +18,8 @@ concerns and, where there is one, the fix.
      +-- PoolClosedError (RuntimeError)    the worker pool closed before the call finished
      +-- ReplicaLostError                  a Ray actor died on every attempt the budget allowed
      +-- GenerationError                   a model server could not answer a generation request
+     +-- ReplyError                        a server's reply refused while read or parsed
+     |    +-- ReplyTooLarge                over its size cap, on the wire or once decoded
      +-- IsolationUnavailable (RuntimeError) bubblewrap cannot run here: code judging refuses to build
      +-- SandboxStartError (RuntimeError)  a sandbox did not come up (a judge failure, never a score)
      +-- SandboxFusionError (RuntimeError) a SandboxFusion server could not run a test

@@ -9,7 +9,8 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
+from judger.scorers.math.order import asks_for_order
 from judger.scorers.math.reward import compute_score
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
@@ -38,8 +39,14 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            payload["response"] = last_boxed(response)
+            payload["response"] = final_answer(response)
             payload["scorer_kwargs"] = {"extracted": True}
+            if asks_for_order(rollout_state.message):
+                payload["scorer_kwargs"]["ordered"] = True
+            if response.count(BOXED) >= 2 and payload["response"] == last_boxed(response):
+                boxes = final_boxes(response)
+                if len(boxes) >= 2:
+                    payload["scorer_kwargs"]["boxes"] = tuple(boxes)
         return payload
 
 
@@ -56,7 +63,9 @@ class MathJudgerConfig(ScorerJudgerConfig):
     which verl scores 0) and ignores a period inside it (``\\boxed{72.}``); it rejects
     Math-Verify's tiny-number false positives (``1/2004!`` vs ``1/2006!``); and it runs on the
     process pool, where a hostile answer (``9^{9^{9^9}}``) is killed at ``timeout`` seconds and
-    reported as a timeout failure instead of hanging the trainer.
+    reported as a timeout failure instead of hanging the trainer. It also reads the forms
+    Math-Verify misses (units, decimal approximations, clock times, option letters, matrices,
+    power towers by value; README "MATH answer grading") and the prompt's request for an order.
     """
 
     # the scorer reads no extra_info: verl rows differing only there are scored once

@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from judger.core.errors import JudgerError
+
 MiB = 2**20
 DEFAULT_MAX_REPLY_BYTES = 64 * MiB
 ERROR_BODY_BYTES = 64 * 1024  # what is kept of a non-2xx body: enough for its message
@@ -28,7 +30,7 @@ DECODE_STEP = MiB  # decoded bytes produced per decompression call before the lo
 ACCEPT_ENCODING = "gzip, deflate"  # what we can decode in bounded steps
 
 
-class ReplyError(Exception):
+class ReplyError(JudgerError):
     """A reply refused while it was read or parsed (too large, undecodable, not JSON)."""
 
 

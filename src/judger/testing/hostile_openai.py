@@ -216,7 +216,8 @@ class HostileServer:
             await self._endless(writer)
         reply = self.chat_reply(body, completions=path == "/v1/completions")
         if mode == "gzip_bomb":
-            packed = self.bomb(body.get("n") if isinstance(body.get("n"), int) else 1)
+            n = body.get("n")
+            packed = self.bomb(n if isinstance(n, int) else 1)
             await self._send(writer, 200, packed, {"content-encoding": "gzip"})
             return
         encoded = json.dumps(reply).encode()

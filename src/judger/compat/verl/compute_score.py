@@ -19,8 +19,7 @@ from judger.compat.verl.result import VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route
 from judger.core.errors import JudgerError
 from judger.runtime.procpool.pool import shared_pool
-from judger.scorers.math.boxed import last_boxed
-from judger.scorers.math.reward import quick_result
+from judger.scorers.math.reward import extract, quick_result
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +51,13 @@ def _score_on_pool(
     on_failure: str,
 ) -> dict[str, Any]:
     if route.boxed_input and isinstance(solution_str, str):
-        # the boxed answer is found here (a linear scan) so only a few characters cross to the worker
-        solution_str = last_boxed(solution_str)
-        options = {**options, "extracted": True}
+        # the answer is found here (a linear scan) so only a few characters cross to the worker
+        solution_str, boxes = extract(solution_str)
+        options = {**options, "extracted": True, "boxes": boxes}
         # verl's per-sample managers call this once per row: an answer that needs no parser is
-        # decided here, without a round trip to the pool
+        # decided here, without a round trip to the pool (a run of boxes may still be a list)
         quick = quick_result(solution_str, ground_truth)
-        if quick is not None:
+        if quick is not None and (quick["acc"] or not boxes):
             return quick
     try:
         pool = shared_pool()

@@ -7,6 +7,8 @@ a ``\\boxed 5``), and cleans a sentence-final period inside the box (``\\boxed{7
 
 from __future__ import annotations
 
+import re
+
 BOXED = "\\boxed"
 FBOX = "\\fbox"
 
@@ -114,3 +116,60 @@ def last_boxed(text: str) -> str | None:
         inner = inner.split("\n")[0]
         return clean_answer(inner) or None
     return None
+
+
+_JOINER = re.compile(
+    r"(?:\s|\$|,|;|&|\\\\|\\[()\[\]]|\\q?quad|\\[,;: ]|and|or"
+    r"|\\text\s*\{[^{}]{0,40}\}|\\textbf\s*\{[^{}]{0,40}\}|[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=)*"
+)
+
+
+def final_boxes(text: str) -> list[str]:
+    """The boxes that end the response together: ``\\boxed{1}, \\boxed{2} and \\boxed{3}`` -> three.
+
+    Only boxes joined by punctuation, spacing, math delimiters, short words (``and``, a
+    ``\\text{}``) and the name of the next unknown (``y_2 =``) count; one box, or a run broken
+    by other text, gives one item (the last box).
+    """
+    found: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        start = text.find(BOXED + "{", pos)
+        if start < 0:
+            break
+        end = _brace_match(text, start + len(BOXED))
+        if end is None:
+            break
+        found.append((start, end))
+        pos = end + 1
+    run: list[str] = []
+    for k in range(len(found) - 1, -1, -1):
+        start, end = found[k]
+        if run:
+            between = text[end + 1 : found[k + 1][0]]
+            if len(between) > 200 or not _JOINER.fullmatch(between):
+                break
+        run.append(clean_answer(text[start + len(BOXED) + 1 : end]))
+    return list(reversed(run))
+
+
+_STATED_FINAL = re.compile(r"final answer is\s*\$([^$\n]{1,200})\$", re.IGNORECASE)
+STATED_FINAL_WINDOW = 2000
+"""How far from the end a stated final answer is looked for."""
+
+
+def final_answer(text: str) -> str | None:
+    """The last box's content, unless the response states its final answer after it.
+
+    Minerva's format (``Final Answer: The final answer is $X$. I hope it is correct.``) after the
+    last box means the boxes were intermediate results: X is the answer. With no box at all the
+    answer is None, as before (the format requirement stays).
+    """
+    answer = last_boxed(text)
+    if answer is None:
+        return None
+    start = max(text.rfind(BOXED), text.rfind(FBOX), len(text) - STATED_FINAL_WINDOW)
+    if text.find("answer is", start) < 0:
+        return answer
+    stated = [found[1] for found in _STATED_FINAL.finditer(text, start)]
+    return (clean_answer(stated[-1]) or answer) if stated else answer

@@ -99,6 +99,11 @@ def _as_number(value: Any) -> Any:
     return None
 
 
+def real_value(value: Any) -> Any:
+    """A parsed answer's real value at 40 digits, or None when it is not a real number."""
+    return _as_number(value)
+
+
 def _tiny_mismatch(gold: list[Any], pred: list[Any]) -> bool:
     """True when the verdict rests on rounding two tiny, different numbers to the same 0."""
     golds = [n for n in map(_as_number, gold) if n is not None]

@@ -15,8 +15,9 @@ from fractions import Fraction
 _UNIT_TEXT = re.compile(r"\\(?:text|textrm|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z.\s]*\}")
 _PRESENTATION = re.compile(r"\\[,;:! ]|\\left|\\right|\^\{?\\circ\}?|\\\$|\$|\s+")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
-_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_GROUPED = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # "0,111" is a decimal comma
 _FRAC = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}")
+_LIST_COMMA = re.compile(r",\s+\d")
 _SLASH = re.compile(r"(-?\d+)/(\d+)")
 
 
@@ -44,6 +45,8 @@ def plain_number(text: str) -> tuple[Fraction, bool] | None:
     Presentation is spacing, ``$``, ``\\$``, degrees, thousands separators, a trailing ``\\%`` and a
     trailing unit word in ``\\text{}``. ``50\\%`` gives ``(50, True)``.
     """
+    if _LIST_COMMA.search(text):
+        return None  # "32, 349" is two numbers, not 32,349
     text = _UNIT_TEXT.sub("", text)
     text = _PRESENTATION.sub("", text)
     percent = text.endswith(("\\%", "%"))
@@ -69,3 +72,22 @@ def numerically_equal(answer: str, ground_truth: str) -> bool:
     if a == b:
         return True
     return (a_pct and a / 100 == b) or (b_pct and b / 100 == a)
+
+
+_DECIMAL_COMMA = re.compile(r"^(-?\d+),(\d{1,2})$|^(-?0),(\d+)$")
+_DECIMAL_POINT = re.compile(r"^-?\d+\.\d+$")
+
+
+def decimal_comma_equal(answer: str, gold: str) -> bool:
+    """``1,22`` against ``1.22``: a comma followed by one or two digits (or any after a lone ``0``) is
+    a decimal comma when the other side writes the same number with a decimal point (three digits
+    after another number would be a thousands group).
+    """
+    if len(answer) > 1000 or len(gold) > 1000:
+        return False  # no int conversion beyond Python's digit limit
+    for comma_side, point_side in ((answer.strip(), gold.strip()), (gold.strip(), answer.strip())):
+        found = _DECIMAL_COMMA.match(comma_side)
+        if found is not None and _DECIMAL_POINT.match(point_side):
+            whole, decimals = (found[1], found[2]) if found[1] else (found[3], found[4])
+            return Fraction(f"{whole}.{decimals}") == Fraction(point_side)
+    return False

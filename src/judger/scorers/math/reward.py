@@ -8,8 +8,12 @@
   (``\\fbox``, ``\\boxed 5``), a sentence-final period inside it is ignored (``\\boxed{72.}``), and
   equality is Math-Verify's symbolic and numeric equivalence (:mod:`judger.scorers.math.grade`),
   so ``5.0`` equals ``5``, ``\\frac{\\pi}{2}`` equals ``\\pi/2`` and ``0.75`` equals ``\\frac34``,
-  without Math-Verify's tiny-number false positive. It can take unbounded time on hostile input
-  (``9^{9^{9^9}}``), so it belongs on the process pool.
+  without Math-Verify's tiny-number false positive. Around Math-Verify, the forms it misreads
+  (:mod:`~judger.scorers.math.forms_verdict`): units, option letters, clock times, mixed numbers,
+  matrices, ``g(t)=`` names, decimal approximations, complex numbers, power towers by value; a
+  run of boxes ending the response is one list (:func:`~judger.scorers.math.boxed.final_boxes`),
+  and a bare list is ordered when the prompt asks for an order. It can take unbounded time on
+  hostile input (``9^{9^{9^9}}``), so it belongs on the process pool.
 
 Both return ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
 """
@@ -20,10 +24,20 @@ import re
 from typing import Any, Literal
 
 from judger.scorers.labels import missing_label
-from judger.scorers.math.boxed import clean_answer, last_boxed, last_boxed_only_string_verl, remove_boxed_verl
+from judger.scorers.math import forms_verdict
+from judger.scorers.math.boxed import (
+    BOXED,
+    clean_answer,
+    final_answer,
+    final_boxes,
+    last_boxed,
+    last_boxed_only_string_verl,
+    remove_boxed_verl,
+)
+from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.huge import long_number_verdict
-from judger.scorers.math.numeric import numerically_equal
+from judger.scorers.math.numeric import decimal_comma_equal, numerically_equal
 from judger.scorers.math.strip import is_equiv_verl
 
 Compat = Literal["verl"] | None
@@ -47,7 +61,7 @@ def compute_score_verl(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
 
 def ground_truth_text(ground_truth: Any) -> str:
     """A label as answer text: numbers as written, a ``\\boxed{}`` label unwrapped."""
-    text = str(ground_truth).strip()
+    text = gold_answers(str(ground_truth).strip())
     if "\\boxed" in text or "\\fbox" in text:
         inner = last_boxed(text)
         if inner is not None:
@@ -73,19 +87,20 @@ def markup_free(text: str) -> str:
     return "".join(text.split()).strip("$")
 
 
-def grade_answer(answer: str, ground_truth: Any) -> bool:
+def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     """Our equivalence of an extracted answer and a label.
 
     Identical text, then identical text once LaTeX presentation is removed (Math-Verify cannot
     parse ``\\text{4:30 p.m.}``), then equal plain numbers (``50\\%``, ``10\\text{ cm}``:
     :mod:`~judger.scorers.math.numeric`, no LaTeX parser involved), then Math-Verify's symbolic and
-    numeric equivalence.
+    numeric equivalence. ``ordered``: the prompt asks for an order, so a bare comma list is
+    compared position by position (:mod:`~judger.scorers.math.order`).
     """
 
     gold = ground_truth_text(ground_truth)
     if answer == gold:
         return True
-    answer = clean_answer(answer)
+    answer = strip_noise(clean_answer(answer))
     if not answer:
         return False
     if answer == gold:
@@ -96,9 +111,20 @@ def grade_answer(answer: str, ground_truth: Any) -> bool:
     verdict = long_number_verdict(answer, gold)  # converting such a number raises
     if verdict is not None:
         return verdict
-    if numerically_equal(answer, gold):  # no LaTeX parser: the verdict cannot depend on antlr4
+    if ordered:
+        verdict = forms_verdict.in_order(answer, gold, grade_answer)
+        if verdict is not None:
+            return verdict
+    sides = forms_verdict.before(answer, gold)
+    if isinstance(sides, bool):
+        return sides
+    answer, gold = sides
+    if numerically_equal(answer, gold) or decimal_comma_equal(answer, gold):  # no LaTeX parser needed
         return True
-    return equivalent(answer, gold)
+    verdict = forms_verdict.plain_verdict(answer, gold)
+    if verdict is not None:
+        return verdict
+    return equivalent(answer, gold) or forms_verdict.after(answer, gold)
 
 
 def compute_score(
@@ -108,11 +134,16 @@ def compute_score(
     *,
     compat: Compat = None,
     extracted: bool = False,
+    boxes: tuple[str, ...] | None = None,
+    ordered: bool = False,
 ) -> dict[str, Any]:
     """Score one response against a MATH label (see the module docstring for the two modes).
 
     ``extracted=True`` says ``solution_str`` is already the boxed answer (or None): the judger
     extracts in the calling process so that identical answers are graded once per batch.
+    ``boxes``: the run of boxes that ends the response (``\\boxed{1} and \\boxed{2}``), when there
+    are several; their list is graded when the last box alone is not the label. ``ordered``: the
+    prompt asks for the answers in an order (the judger reads it from the prompt).
     """
     if compat == "verl":
         return compute_score_verl(solution_str, ground_truth)
@@ -123,10 +154,28 @@ def compute_score(
     if extracted:
         answer = solution_str
     else:
-        answer = last_boxed(solution_str) if isinstance(solution_str, str) else None
+        answer, boxes = extract(solution_str)
     if not answer:
         return _result(False, answer or None)
-    return _result(grade_answer(answer, ground_truth), answer)
+    if grade_answer(answer, ground_truth, ordered):
+        return _result(True, answer)
+    if boxes and len(boxes) >= 2:
+        joined = ", ".join(boxes)
+        if grade_answer(joined, ground_truth, ordered):
+            return _result(True, joined)
+    return _result(False, answer)
+
+
+def extract(solution_str: Any) -> tuple[str | None, tuple[str, ...] | None]:
+    """The default mode's answer of a response and, where several boxes end it and the answer is
+    the last of them, that run of boxes (see :func:`compute_score`)."""
+    if not isinstance(solution_str, str):
+        return None, None
+    answer = final_answer(solution_str)
+    boxes = None
+    if solution_str.count(BOXED) >= 2 and answer == last_boxed(solution_str):
+        boxes = tuple(final_boxes(solution_str))
+    return answer, boxes
 
 
 _CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
@@ -135,7 +184,8 @@ _CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
 def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None:
     """The default mode's result for an extracted answer where no grading policy could differ,
     decided without a parser (so without a process hop): no answer, the label's own text, or two
-    different integers in canonical form. None: grade it in full."""
+    different integers in canonical form (a run of boxes ending in one is never read as another
+    integer). None: grade it in full."""
     if not answer:
         return _result(False, answer or None)
     gold = str(ground_truth).strip()
