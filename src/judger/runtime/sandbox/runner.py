@@ -181,10 +181,13 @@ class _Sandbox:
         self.scratch = scratch
         self.uid = uid
         self.group = group
-        self.pidfd = -1  # the supervisor, pid 1 of the sandbox's PID namespace
+        # the sandbox's first process (the first stage's init, or the supervisor): killing it kills
+        # every process of its PID namespace
+        self.pidfd = -1
 
     async def handshake(self, info_fd: int, block_fd: int) -> None:
-        """Learn the supervisor's host pid, place it in the cgroup, then let it start."""
+        """Learn the host pid of the sandbox's first process, place it in the cgroup while bubblewrap
+        waits on ``block_fd``, then let it go on."""
         pid = bwrap.child_pid(await _read_info(info_fd, _HANDSHAKE_S))
         if pid is None:
             reason = await self.stderr_tail()
@@ -238,7 +241,7 @@ class _Sandbox:
 
     def _kill(self) -> None:
         if self.pidfd >= 0:
-            # pid 1 of the PID namespace: the kernel kills every process in it with it
+            # init of a PID namespace: the kernel kills every process in it with it
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         if self.group is not None:

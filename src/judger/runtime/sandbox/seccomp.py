@@ -95,7 +95,6 @@ _NUMBERS: dict[str, dict[str, int]] = {
     },
 }  # fmt: skip
 _ARCH = {"x86_64": _X86_64, "aarch64": _AARCH64}
-DENIED = tuple(name for name in REFUSED if name in _NUMBERS["x86_64"])
 
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
