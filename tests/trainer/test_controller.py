@@ -226,8 +226,9 @@ async def test_requests_waiting_for_servers_spread_over_all_that_come_back(
     a, b = two_policies
     for s in two_policies:
         s.fake.mode = "drop"  # replies and probes cut: both servers out, and they stay out
+    # probe rounds 1 s apart, so that the servers come back between two rounds, never during one
     cfg: dict[str, Any] = {"max_consecutive_failures": 1, "deadline": 60.0, "max_retries": 3}
-    async with controller(a, b, model=POLICY, **cfg) as ctl:
+    async with controller(a, b, model=POLICY, probe_interval=1.0, **cfg) as ctl:
         with caplog.at_level("WARNING", logger="judger.trainer.controller"):
             work = asyncio.gather(*(ctl.generate_group(group(1, gid=str(i))) for i in range(20)))
             for _ in range(400):
@@ -239,6 +240,12 @@ async def test_requests_waiting_for_servers_spread_over_all_that_come_back(
             # reported as it happens: which servers, and when the waiting ends
             (down,) = [r.getMessage() for r in caplog.records if "every rollout server is out" in r.message]
             assert a.url in down and b.url in down and "deadline of 60 s, the first at" in down
+            probed = a.fake.models_requests, b.fake.models_requests
+            for _ in range(300):  # a probe round has just gone by (both cut at once)
+                if min(a.fake.models_requests - probed[0], b.fake.models_requests - probed[1]) > 0:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
             b.fake.models_delay = 0.5  # b answers its probe slowly: a is known back first
             for s in two_policies:
                 s.fake.reset()
