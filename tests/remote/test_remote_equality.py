@@ -171,7 +171,8 @@ def gsm8k_states(n: int) -> list[RolloutState]:
 
 
 async def test_gsm8k_preset_pool_equals_local(ray_cluster: Any) -> None:
-    presets = pytest.importorskip("judger.presets.gsm8k")
+    import judger.presets.gsm8k as presets
+
     cfg = presets.GSM8KJudgerConfig()
     local = await cfg.build().batch_judge(gsm8k_states(200))
     pool = cfg.model_copy(update={"cpu_resources": small_resources(2)}).build()

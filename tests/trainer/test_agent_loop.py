@@ -159,8 +159,7 @@ async def test_cancel_marks_samples_aborted() -> None:
 
 
 def test_openai_compatible_endpoint() -> None:
-    fake_openai = pytest.importorskip("judger.testing.fake_openai")
-    from judger.testing import serve_asgi
+    from judger.testing import fake_openai, serve_asgi
 
     fake = fake_openai.FakeOpenAI(model="fake-policy")
     with serve_asgi(fake.app) as server:
@@ -190,8 +189,7 @@ def test_openai_compatible_endpoint() -> None:
 
 
 def test_openai_endpoint_length_finish_and_no_model_listing() -> None:
-    fake_openai = pytest.importorskip("judger.testing.fake_openai")
-    from judger.testing import serve_asgi
+    from judger.testing import fake_openai, serve_asgi
 
     fake = fake_openai.FakeOpenAI(model="m")
     with serve_asgi(fake.app) as server:
@@ -247,7 +245,8 @@ def _url_loop_group(fake: Any, **loop_kw: Any) -> list[RolloutState]:
 
 def test_url_form_keeps_the_token_ids_the_server_sampled() -> None:
     """Re-tokenizing the text (here: one id per word) is not what the server sampled."""
-    fake_openai = pytest.importorskip("judger.testing.fake_openai")
+    from judger.testing import fake_openai
+
     fake = fake_openai.FakeOpenAI(model="fake-policy")
     words = {}
 
@@ -264,7 +263,8 @@ def test_url_form_keeps_the_token_ids_the_server_sampled() -> None:
 
 
 def test_url_form_refuses_a_server_that_returns_no_token_ids() -> None:
-    fake_openai = pytest.importorskip("judger.testing.fake_openai")
+    from judger.testing import fake_openai
+
     fake = fake_openai.FakeOpenAI(model="fake-policy")
     fake.token_ids = False  # a strict OpenAI server: text and token strings, no ids
     states = _url_loop_group(fake, tokenize=lambda text: [ord(c) for c in text])

@@ -26,9 +26,25 @@ def _load(module_name: str) -> ModuleType:
     if module_name not in _loaded:
         _loaded.add(module_name)
         for name, obj in vars(module).items():
-            if inspect.isclass(obj) and obj.__module__ == module.__name__ and _is_preset(name):
+            if not (inspect.isclass(obj) and obj.__module__ == module.__name__):
+                continue
+            if _is_preset(name):
                 _found[name] = obj
+            elif _is_config(obj) and not name.startswith("_"):
+                # discovery would pass it over without a word: a preset no one can ask for
+                raise TypeError(
+                    f"{module.__name__}.{name} is a judger config, but preset discovery only finds "
+                    "public classes whose name ends in 'JudgerConfig': rename it (e.g. "
+                    f"{name.removesuffix('Config')}JudgerConfig), or make it private (_{name})"
+                )
     return module
+
+
+def _is_config(obj: type) -> bool:
+    """A judger config class: a pydantic model that builds a judger."""
+    from pydantic import BaseModel
+
+    return issubclass(obj, BaseModel) and callable(getattr(obj, "build", None))
 
 
 def _is_preset(name: str) -> bool:
