@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from judger.trainer.io import example_data
@@ -40,31 +39,17 @@ from conftest import byte_tokenizer  # noqa: E402
 
 
 def step_data(tokenizer: Any, n: int) -> Any:
-    from verl import DataProto
+    """``n`` rows of the bundled MATH responses (in order, repeated), padded to the longest."""
+    from test_verl_client import make_data
 
     lines = example_data("math_rollouts_dev.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
-    rows = [rows[i % len(rows)] for i in range(n)]
-    prompt = tokenizer.encode("Q: solve it\n")
-    encoded = [tokenizer.encode(row["response"]) for row in rows]
-    width = max(len(ids) for ids in encoded)
-    responses = [ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids in encoded]
-    masks = [[1] * len(prompt) + [1] * len(ids) + [0] * (width - len(ids)) for ids in encoded]
-    prompts_t = torch.tensor([prompt] * n)
-    responses_t = torch.tensor(responses)
-    return DataProto.from_dict(
-        tensors={
-            "prompts": prompts_t,
-            "responses": responses_t,
-            "input_ids": torch.cat([prompts_t, responses_t], dim=1),
-            "attention_mask": torch.tensor(masks),
-        },
-        non_tensors={
-            "data_source": np.array([row["data_source"] for row in rows], dtype=object),
-            "reward_model": np.array([row["reward_model"] for row in rows], dtype=object),
-            "extra_info": np.array([{"index": i} for i in range(n)], dtype=object),
-        },
-    )
+    samples = [
+        (row["data_source"], row["response"], row["reward_model"]["ground_truth"])
+        for row in (rows[i % len(rows)] for i in range(n))
+    ]
+    width = max(len(tokenizer.encode(text)) for _, text, _ in samples)
+    return make_data(tokenizer, samples, width=width)
 
 
 def main() -> None:

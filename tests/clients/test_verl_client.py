@@ -37,14 +37,18 @@ VERL_CONFIG_DIR = str(Path(__import__("verl").__file__).parent / "trainer" / "co
 pytestmark = pytest.mark.slow
 
 
-def make_data(tokenizer: Any, samples: list[tuple[str, str, Any]] = SAMPLES) -> Any:
+def make_data(
+    tokenizer: Any, samples: list[tuple[str, str, Any]] = SAMPLES, width: int = RESPONSE_WIDTH
+) -> Any:
+    """verl's ``DataProto`` of ``(data_source, response, ground_truth)`` rows, responses cut or
+    padded to ``width`` tokens (bench/bench_verl_step.py builds its step with it too)."""
     from verl import DataProto
 
     prompt = tokenizer.encode("Q: solve it\n")
     prompts, responses, masks = [], [], []
     for _, text, _ in samples:
-        ids = tokenizer.encode(text)[:RESPONSE_WIDTH]
-        pad = RESPONSE_WIDTH - len(ids)
+        ids = tokenizer.encode(text)[:width]
+        pad = width - len(ids)
         prompts.append(prompt)
         responses.append(ids + [tokenizer.pad_token_id] * pad)
         masks.append([1] * len(prompt) + [1] * len(ids) + [0] * pad)
