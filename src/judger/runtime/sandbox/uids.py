@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import random
 import tempfile
@@ -36,7 +37,9 @@ class UidLease:
             self._fd = -1
 
 
+@functools.lru_cache(maxsize=1)
 def _lock_dir() -> str:
+    """Made (and checked to be ours) once per process, not once per sample."""
     for base in ("/run", tempfile.gettempdir()):
         path = os.path.join(base, "judger-sandbox-uids")
         try:
