@@ -227,17 +227,23 @@ def test_no_process_of_a_sample_survives_the_judge_process_being_killed(tmp_path
 _THREAD_BOMB = textwrap.dedent(
     """
     import ctypes, mmap
+    # clone(flags, stack) from its two arguments; the children loop on pause() and use no stack,
+    # but share one scratch stack so a signal frame never lands on the parent's
     code = bytes.fromhex(
-        "48c7c038000000" "31f6" "31d2" "4531d2" "4531c0" "0f05" "4885c0" "7509"
+        "48c7c038000000" "31d2" "4531d2" "4531c0" "0f05" "4885c0" "7509"
         "b822000000" "0f05" "ebf7" "c3"
     )
     buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
     buf.write(code)
-    spawn = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_ulong)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+    stack = mmap.mmap(-1, 65536)
+    top = ctypes.addressof(ctypes.c_char.from_buffer(stack)) + 65536 - 64
+    spawn = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_ulong, ctypes.c_ulong)(
+        ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    )
     flags = 0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000  # VM FS FILES SIGHAND THREAD SYSVSEM
     made = 0
     for _ in range(3000):
-        if spawn(flags) < 0:
+        if spawn(flags, top) < 0:
             break
         made += 1
     print(made)
