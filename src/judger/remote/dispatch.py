@@ -29,8 +29,8 @@ from judger.core.judger import JudgerOutput, JudgerPayload, PayloadResult, gathe
 from judger.core.loops import LoopLocal
 from judger.remote.cluster import kill_actor
 
-# A Ray call costs about 0.7-3 ms here whatever it carries: chunks are large (a batch of 64 on 2
-# replicas is 2 calls). Least-loaded choice still evens out replicas of different speeds.
+# A Ray call has a fixed cost of milliseconds whatever it carries: chunks are large (a batch of 64
+# on 2 replicas is 2 calls). Least-loaded choice still evens out replicas of different speeds.
 # chunk_size None: sized from the batch and the measured cost (see Dispatcher.chunk_size_for);
 # an int caps every call.
 DEFAULT_CHUNK_SIZE: int | None = None
@@ -41,8 +41,7 @@ DEFAULT_MAX_RETRIES = 2
 _EVEN_SPLIT_MAX = 256
 # ...unless the batch is known to be quick: when its work, at the measured cost per payload, is
 # under this many seconds per replica, a lost actor or a slower replica costs less than the Ray
-# calls that pipelining would add (about 0.7 ms each: 12 calls instead of 2 took a 4096-payload
-# batch of a trivial handler from 1.5 to 4.5 us a payload).
+# calls that pipelining would add (each one costs more than judging hundreds of trivial payloads).
 _QUICK_BATCH_S = 0.25
 _COST_WEIGHT = 0.3  # of the newest call in the running mean of the cost per payload
 # How long a lost actor may take to come back (Ray restarts it) before it counts as dead.
