@@ -24,7 +24,7 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.procpool.shared import shared_pool
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 if TYPE_CHECKING:
