@@ -345,37 +345,7 @@ class NativeJudger(BatchJudger):
                 ramp_at = math.inf
                 running = sum(1 for lane in lanes if not lane.future.done() and lane.failed is None)
                 lanes.extend(start() for _ in range(wanted - running))
-            wait_on: list[asyncio.Future[None]] = []
-            wake_at = ramp_at
-            for k, lane in enumerate(lanes):
-                if lane.abandoned_on_failed():
-                    continue
-                if lane.future.done():
-                    if not lane.future.cancelled():
-                        error = lane.future.exception()
-                        if isinstance(error, ThreadBudgetError):
-                            for index in indices:  # no thread is left to take them: they fail now
-                                results[index] = error
-                        elif error is not None:
-                            raise error  # a bug in the lane itself (handler errors are results)
-                        continue
-                    lane = lanes[k] = start()  # cancelled while it queued: resubmit it
-                current = lane.current
-                if current is None:
-                    if not lane.started.done():
-                        wait_on.append(lane.started)  # queued: no deadline until a thread takes it
-                elif current[1] + self.timeout <= now:
-                    # overdue: fail that item, abandon the lane, and let a fresh one take the rest
-                    lane.failed = current[0]
-                    results[current[0]] = JudgeTimeoutError(self.judger_name, self.timeout)
-                    if lane.job is not None:
-                        self._thread_pool().abandon(lane.job)  # the call still holds its thread
-                    lanes.append(start())
-                    wake_at = now  # look at the lanes again, the new one included
-                    continue
-                else:
-                    wake_at = min(wake_at, current[1] + self.timeout)
-                wait_on.append(lane.future)
+            wait_on, wake_at = self._inspect_lanes(lanes, start, results, indices, now, ramp_at)
             if not wait_on:
                 if not any(r is _PENDING for r in results):  # by identity: results may be anything
                     return
@@ -387,6 +357,48 @@ class NativeJudger(BatchJudger):
                     await asyncio.wait(wait_on, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 else:
                     await asyncio.sleep(wake_at - now)
+
+    def _inspect_lanes(
+        self,
+        lanes: list[_Lane],
+        start: Callable[[], _Lane],
+        results: list[Any],
+        indices: Iterator[int],
+        now: float,
+        wake_at: float,
+    ) -> tuple[list[asyncio.Future[None]], float]:
+        """What to wait on, and until when; an overdue item fails here and its lane is replaced."""
+        wait_on: list[asyncio.Future[None]] = []
+        for k, lane in enumerate(lanes):
+            if lane.abandoned_on_failed():
+                continue
+            if lane.future.done():
+                if not lane.future.cancelled():
+                    error = lane.future.exception()
+                    if isinstance(error, ThreadBudgetError):
+                        for index in indices:  # no thread is left to take them: they fail now
+                            results[index] = error
+                    elif error is not None:
+                        raise error  # a bug in the lane itself (handler errors are results)
+                    continue
+                lane = lanes[k] = start()  # cancelled while it queued: resubmit it
+            current = lane.current
+            if current is None:
+                if not lane.started.done():
+                    wait_on.append(lane.started)  # queued: no deadline until a thread takes it
+            elif current[1] + self.timeout <= now:
+                # overdue: fail that item, abandon the lane, and let a fresh one take the rest
+                lane.failed = current[0]
+                results[current[0]] = JudgeTimeoutError(self.judger_name, self.timeout)
+                if lane.job is not None:
+                    self._thread_pool().abandon(lane.job)  # the call still holds its thread
+                lanes.append(start())
+                wake_at = now  # look at the lanes again, the new one included
+                continue
+            else:
+                wake_at = min(wake_at, current[1] + self.timeout)
+            wait_on.append(lane.future)
+        return wait_on, wake_at
 
     def _payload_call(self) -> Callable[[JudgerPayload], Any]:
         """``payload -> handler result``, with the common case (a positional handler of judger's own
