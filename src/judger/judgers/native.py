@@ -41,10 +41,10 @@ class _Lane:
     """One worker thread's share of a batch: it takes the batch's next index until none is left.
 
     Lanes pull from one shared index iterator, so a batch costs one thread hand-off per lane, not
-    one per chunk (a hand-off is about 0.4 ms on this kind of VM, more than scoring 256 trivial
-    samples). Only the driver writes ``failed``, only the thread ``current``: an abandoned lane
-    writes no result for the item it was failed for and takes no other, and the driver waits for
-    any slot still pending, so an item taken just as its lane was abandoned is never lost.
+    one per chunk (a hand-off costs more than scoring a few hundred trivial samples). Only the
+    driver writes ``failed``, only the thread ``current``: an abandoned lane writes no result for
+    the item it was failed for and takes no other, and the driver waits for any slot still
+    pending, so an item taken just as its lane was abandoned is never lost.
     """
 
     __slots__ = ("current", "failed", "future", "job", "started")
@@ -159,8 +159,8 @@ class NativeJudger(BatchJudger):
         self._threads: HandlerThreads | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
-            # here, not at module level: httpx (and the rich console it imports) costs ~65 ms of
-            # `import judger` that no function or import-string handler needs
+            # here, not at module level: httpx (and the rich console it imports) would be most of
+            # `import judger`, which no function or import-string handler needs
             from judger.runtime.http import HttpClient
 
             self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
