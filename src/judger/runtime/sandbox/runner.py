@@ -345,30 +345,46 @@ class _Launch:
 
 def _bwrap_launch(limits: SandboxLimits) -> _Launch:
     require_isolation("bwrap")
-    pass_fds: list[int] = []
+    launch = _Launch([], "/")
+    try:
+        _prepare_bwrap(launch, limits)
+    except BaseException:
+        # a sandbox that never starts gives back its pipes and its uid lease (a leaked lease keeps
+        # its uid slot locked for the life of the process)
+        for fd in launch.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        launch.abandon()
+        raise
+    return launch
+
+
+def _prepare_bwrap(launch: _Launch, limits: SandboxLimits) -> None:
+    """Fill ``launch`` step by step, so that whatever it holds when a step fails can be given back."""
     program = filter_program()
     seccomp_fd = None
     if program is not None:
         read_end, write_end = os.pipe()
-        os.write(write_end, program)
-        os.close(write_end)
+        launch.pass_fds.append(read_end)
+        try:
+            os.write(write_end, program)
+        finally:
+            os.close(write_end)
         seccomp_fd = read_end
-        pass_fds.append(read_end)
-    info_r, info_w = os.pipe2(os.O_CLOEXEC)
-    block_r, block_w = os.pipe2(os.O_CLOEXEC)
-    pass_fds += [info_w, block_r]
-    uid: uids.UidLease | None = None
+    launch.info_r, info_w = os.pipe2(os.O_CLOEXEC)
+    launch.pass_fds.append(info_w)
+    block_r, launch.block_w = os.pipe2(os.O_CLOEXEC)
+    launch.pass_fds.append(block_r)
     if bwrap.drops_to_own_uid():
-        uid = uids.lease()
-    group = _cgroup(limits)
-    argv = bwrap.command(
+        launch.uid = uids.lease()
+    launch.group = _cgroup(limits)
+    launch.argv = bwrap.command(
         scratch_bytes=limits.scratch_mb * 1024 * 1024,
         seccomp_fd=seccomp_fd,
-        host_uid=None if uid is None else uid.uid,
+        host_uid=None if launch.uid is None else launch.uid.uid,
         info_fd=info_w,
         block_fd=block_r,
     )
-    return _Launch(argv, "/", pass_fds, info_r, block_w, None, uid, group)
 
 
 def _unconfined_launch() -> _Launch:
