@@ -115,6 +115,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/function_length.py src
 
 # the code judger runs programs under bubblewrap: installed here when we are root with apt-get,
 # otherwise the exact command to run is printed (code judging refuses to run without it)

@@ -64,7 +64,7 @@ async def judged(rows: list[dict[str, Any]], batch: int) -> tuple[list[bool], fl
 
 
 def throughput(repeat: int) -> None:
-    from judger.runtime.procpool.pool import shared_pool
+    from judger.runtime.procpool.shared import shared_pool
 
     dev = load_rows()
     rows = dev * repeat

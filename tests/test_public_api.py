@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ import judger
 PUBLIC = {
     # the contract
     "RolloutState", "Status", "BaseJudger", "Judger", "JudgerPayload", "JudgerPayloadBatch",
-    "JudgerOutput", "JudgerOutputBatch", "JudgeFailure", "JudgerError", "JudgeTimeoutError", "RoutingError",
+    "JudgerOutput", "JudgerOutputBatch", "JudgerError",
     # judgers and their configs
     "NativeJudger", "ComposedJudger", "JudgerConfig", "ComposedJudgerConfig", "CPUResourcesConfig",
     "build_judger", "weighted_sum", "batch_handler",
@@ -28,9 +29,20 @@ PUBLIC = {
 }  # fmt: skip
 
 
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
 def test_all_is_pinned() -> None:
     assert set(judger.__all__) == PUBLIC
     assert len(judger.__all__) == len(PUBLIC), "a name is listed twice"
+
+
+def test_all_is_the_list_docs_architecture_documents() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    block = re.search(r"<!-- public-api -->(.*?)<!-- /public-api -->", text, re.S)
+    assert block is not None, "docs/architecture.md lost its public-api list"
+    documented = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", block.group(1))
+    assert sorted(documented) == sorted(judger.__all__)
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))

@@ -14,8 +14,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-from judger.core.errors import JudgerError, JudgeTimeoutError, RoutingError
-from judger.core.failure import JudgeFailure
+from judger.core.errors import JudgerError
 from judger.core.judger import (
     BaseJudger,
     Judger,
@@ -56,6 +55,9 @@ _MOVED: dict[str, str] = {
     "gather_bounded": "judger.core.judger",
     "JudgerOutputError": "judger.core.errors",
     "HandlerHTTPError": "judger.core.errors",
+    "JudgeFailure": "judger.core.failure",
+    "JudgeTimeoutError": "judger.core.errors",
+    "RoutingError": "judger.core.errors",
     "ProcessPool": "judger.runtime.procpool",
     "LLMJudgerConfig": "judger.verifiers",
     "CascadeJudgerConfig": "judger.verifiers",
@@ -89,8 +91,6 @@ __all__ = [
     "CPUResourcesConfig",
     "ComposedJudger",
     "ComposedJudgerConfig",
-    "JudgeFailure",
-    "JudgeTimeoutError",
     "Judger",
     "JudgerConfig",
     "JudgerError",
@@ -100,7 +100,6 @@ __all__ = [
     "JudgerPayloadBatch",
     "NativeJudger",
     "RolloutState",
-    "RoutingError",
     "Status",
     "__version__",
     "batch_handler",

@@ -294,7 +294,8 @@ def test_sync_context_manager_closes() -> None:
 def test_failures_round_trip_through_pickle_and_exceptions() -> None:
     import pickle
 
-    from judger import JudgeFailure, JudgeTimeoutError
+    from judger.core.errors import JudgeTimeoutError
+    from judger.core.failure import JudgeFailure
 
     err = JudgeTimeoutError("slow", 1.5, "batch of 3")
     again = pickle.loads(pickle.dumps(err))
@@ -308,8 +309,7 @@ def test_failures_round_trip_through_pickle_and_exceptions() -> None:
 
 
 def test_failure_of_reads_back_what_mark_failed_recorded() -> None:
-    from judger import JudgeFailure
-    from judger.core.failure import failure_of, mark_failed
+    from judger.core.failure import JudgeFailure, failure_of, mark_failed
 
     failure = JudgeFailure(judger="j", kind="timeout", message="JudgeTimeoutError: timeout: slow")
     failed = mark_failed(state("1"), failure)

@@ -11,7 +11,7 @@ import judger
 from judger import RolloutState, Status
 from judger.presets.math import MathJudger, MathJudgerConfig
 from judger.presets.math_verify import MathVerifyJudgerConfig
-from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.procpool.shared import shared_pool
 
 HOSTILE = {
     "power tower": "\\boxed{9^{9^{9^9}}}",

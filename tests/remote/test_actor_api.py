@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from judger import JudgeFailure, JudgerActor, JudgerConfig
+from judger import JudgerActor, JudgerConfig
+from judger.core.failure import JudgeFailure
 from judger.testing.ray import fail_on_seven, small_resources
 
 

@@ -28,8 +28,8 @@ from judger.runtime.procpool.pool import (
     PoolClosedError,
     ProcessPool,
     WorkerCrashedError,
-    shared_pool,
 )
+from judger.runtime.procpool.shared import shared_pool
 
 HUGE = 10**9  # factorial(10**9) runs for far longer than any test
 
@@ -207,7 +207,7 @@ _EXIT_SCRIPT = textwrap.dedent(
     """
     import math, os, sys, time, threading
     import multiprocessing.forkserver as fs
-    from judger.runtime.procpool.pool import ProcessPool, shared_pool
+    from judger.runtime.procpool import ProcessPool, shared_pool
     # no __main__ guard on purpose: workers must not re-run this script
     mode = sys.argv[1]
     pool = shared_pool() if mode == "shared" else ProcessPool(2, timeout=60)
@@ -332,7 +332,7 @@ def test_workers_are_recycled_and_memory_capped() -> None:
 
 
 def test_configure_shared_pool() -> None:
-    from judger.runtime.procpool.pool import configure_shared_pool
+    from judger.runtime.procpool.shared import configure_shared_pool
 
     old = shared_pool()
     try:

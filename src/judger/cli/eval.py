@@ -166,154 +166,253 @@ def resume(path: Path, n: int) -> dict[Any, list[Any]]:
     return done
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
-    from judger.trainer.controller import GenerationError, RolloutControllerConfig
-    from judger.trainer.io import InputError, json_default, state_to_row, write_rollouts
-    from judger.trainer.metrics import compute_validation_metrics
-    from judger.trainer.sampler import SamplerConfig
-
-    out = Console() if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True)
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why these arguments cannot run, before anything is loaded; None when they can."""
     if args.n < 1 or args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        _say("judger eval: -n, --concurrency and --limit must be >= 1")
-        return EXIT_UNUSABLE
+        return "judger eval: -n, --concurrency and --limit must be >= 1"
     if args.compat and (args.config or args.preset):
-        _say("judger eval: --compat applies to the default config only (drop -c / --preset)")
-        return EXIT_UNUSABLE
+        return "judger eval: --compat applies to the default config only (drop -c / --preset)"
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix.lower() not in (".jsonl", ".parquet"):
-        _say(f"judger eval: -o {output}: use .jsonl (resumable) or .parquet")
-        return EXIT_UNUSABLE
-    greedy_n = args.n > 1 and args.temperature == 0
-    if greedy_n:
-        # vLLM refuses n > 1 with greedy sampling (HTTP 400): the group goes as n requests of one
-        _say(f"judger eval: --temperature 0 -n {args.n}: sent as {args.n} requests of n=1 per prompt")
-    tokenizer = None
-    if args.endpoint == "completions" or args.tokenizer:
-        from judger.trainer.tokenizer import load_tokenizer
+        return f"judger eval: -o {output}: use .jsonl (resumable) or .parquet"
+    return None
 
-        tokenizer = load_tokenizer(args.tokenizer or args.model)
-        if tokenizer is None and (args.tokenizer or args.endpoint == "completions"):
-            if args.tokenizer or args.model:
-                flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--model {args.model}"
-                found = f"{flag} gives no local tokenizer (transformers and a local model folder are needed)"
-            else:
-                found = "no tokenizer was given"
-            _say(
-                "judger eval: --endpoint completions sends prompts under the model's chat template, "
-                f"and {found}: give --tokenizer DIR, or use --endpoint chat (the server applies its own)"
-            )
-            return EXIT_UNUSABLE
-    try:
-        sampler = SamplerConfig(
-            data_files=[Path(args.input)],
-            row_format=args.row_format,
-            n=args.n,
-            shuffle=False,
-            limit=args.limit,
-        ).build(tokenizer=tokenizer)
-        controller_cfg = RolloutControllerConfig(
-            base_urls=args.base_url,
-            model=args.model,
-            endpoint=args.endpoint,
-            max_concurrency=max(args.concurrency, 1),
-            request_timeout=args.request_timeout,
-            max_retries=args.max_retries,
-            **{k: v for k in ("max_reply_bytes", "models_timeout") if (v := getattr(args, k)) is not None},
-            # token ids give each row its token counts; logprobs slow the server down markedly,
-            # for numbers evaluation never reads
-            logprobs=False,
+
+def _tokenizer(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The tokenizer --endpoint completions (or --tokenizer) asks for, or why there is none."""
+    if not (args.endpoint == "completions" or args.tokenizer):
+        return None, None
+    from judger.trainer.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(args.tokenizer or args.model)
+    if tokenizer is None and (args.tokenizer or args.endpoint == "completions"):
+        if args.tokenizer or args.model:
+            flag = f"--tokenizer {args.tokenizer}" if args.tokenizer else f"--model {args.model}"
+            found = f"{flag} gives no local tokenizer (transformers and a local model folder are needed)"
+        else:
+            found = "no tokenizer was given"
+        return None, (
+            "judger eval: --endpoint completions sends prompts under the model's chat template, "
+            f"and {found}: give --tokenizer DIR, or use --endpoint chat (the server applies its own)"
         )
-        params = _sample_params(args) | ({"n": 1} if greedy_n else {})
-        loop_cfg = SingleTurnAgentLoopConfig(sample_params=params)
-    except (InputError, ValueError) as exc:
-        _say(f"judger eval: {exc}")
-        return EXIT_UNUSABLE
-    for error in sampler.errors[:20]:
-        _say(f"{args.input}: {error}")
-    if len(sampler.errors) > 20:
-        _say(f"... and {len(sampler.errors) - 20} more bad rows")
-    if not len(sampler):
-        _say(f"judger eval: {args.input}: no prompts to evaluate")
-        return EXIT_UNUSABLE
-    try:
-        judger = build(args)
-    except ConfigError as exc:
-        _say(f"judger eval: {exc}")
-        return EXIT_UNUSABLE
+    return tokenizer, None
 
-    partial = _partial_path(output) if output is not None else None
-    if output is not None and partial is not None:
-        # only this run's own earlier samples are resumed: see judger.cli.eval_output
-        try:
-            claim_output(
-                output,
-                partial,
-                run_identity(args.input, args.model, _sample_params(args), args.n, args.endpoint),
-                args.overwrite,
-            )
-        except OutputConflict as exc:
-            judger.close()
-            _say(f"judger eval: {exc}")
-            return EXIT_UNUSABLE
-    done = resume(partial, args.n) if partial is not None else {}
-    groups = list(sampler.groups())
-    todo = [g for g in groups if g[0].group_id not in done]
-    resumed = [s for g in groups if g[0].group_id in done for s in done[g[0].group_id]]
-    if done:
-        _say(f"judger eval: resuming: {len(resumed)} samples of {len(done)} prompts already in {partial}")
-    finished: dict[Any, list[RolloutState]] = {}
-    controller = controller_cfg.build()
-    agent = SingleTurnAgentLoop(loop_cfg, controller, judger)
-    sink = partial.open("a", encoding="utf-8") if partial is not None else None
-    start = time.perf_counter()
-    rejudge_s = 0.0
 
-    async def main(advance: Any) -> None:
-        nonlocal rejudge_s
-        await controller.resolve_model()
-        if output is not None:
-            check_served_model(output, controller.model)
-        slots = asyncio.Semaphore(args.concurrency)
+def _configs(args: argparse.Namespace, tokenizer: Any, greedy_n: bool) -> tuple[Any, Any, Any]:
+    """The sampler, the rollout controller's config and the agent loop's config."""
+    from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
+    from judger.trainer.controller import RolloutControllerConfig
+    from judger.trainer.sampler import SamplerConfig
 
-        async def one(group: list[RolloutState]) -> None:
-            async with slots:
-                states = await agent.generate_group(group)
-            for state in states:
-                record_generation(state)
-            finished[group[0].group_id] = states
-            if sink is not None:
-                sink.write(
-                    "".join(
-                        json.dumps(state_to_row(s), ensure_ascii=False, default=json_default) + "\n"
-                        for s in states
-                    )
+    sampler = SamplerConfig(
+        data_files=[Path(args.input)],
+        row_format=args.row_format,
+        n=args.n,
+        shuffle=False,
+        limit=args.limit,
+    ).build(tokenizer=tokenizer)
+    controller_cfg = RolloutControllerConfig(
+        base_urls=args.base_url,
+        model=args.model,
+        endpoint=args.endpoint,
+        max_concurrency=max(args.concurrency, 1),
+        request_timeout=args.request_timeout,
+        max_retries=args.max_retries,
+        **{k: v for k in ("max_reply_bytes", "models_timeout") if (v := getattr(args, k)) is not None},
+        # token ids give each row its token counts; logprobs slow the server down markedly,
+        # for numbers evaluation never reads
+        logprobs=False,
+    )
+    params = _sample_params(args) | ({"n": 1} if greedy_n else {})
+    return sampler, controller_cfg, SingleTurnAgentLoopConfig(sample_params=params)
+
+
+def _say_bad_rows(source: str, errors: list[Any]) -> None:
+    for error in errors[:20]:
+        _say(f"{source}: {error}")
+    if len(errors) > 20:
+        _say(f"... and {len(errors) - 20} more bad rows")
+
+
+class _Generation:
+    """One eval's generation and judging: resumed samples judged again, the others generated in
+    groups, each group appended to the partial file as soon as it is judged."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        groups: list[list[RolloutState]],
+        done: dict[Any, list[RolloutState]],
+        judger: Any,
+    ) -> None:
+        self.args = args
+        self.groups = groups
+        self.done = done
+        self.todo = [g for g in groups if g[0].group_id not in done]
+        self.resumed = [s for g in groups if g[0].group_id in done for s in done[g[0].group_id]]
+        self.finished: dict[Any, list[RolloutState]] = {}
+        self.judger = judger
+        self.controller: Any = None
+        self.agent: Any = None
+        self.sink: Any = None
+        self.rejudge_s = 0.0
+
+    def states(self) -> list[RolloutState]:
+        """Every sample in the input's order, resumed or generated now."""
+        return [
+            s
+            for g in self.groups
+            for s in (self.done.get(g[0].group_id) or self.finished.get(g[0].group_id) or [])
+        ]
+
+    async def _one(self, group: list[RolloutState], slots: asyncio.Semaphore, advance: Any) -> None:
+        from judger.trainer.io import json_default, state_to_row
+
+        async with slots:
+            states = await self.agent.generate_group(group)
+        for state in states:
+            record_generation(state)
+        self.finished[group[0].group_id] = states
+        if self.sink is not None:
+            self.sink.write(
+                "".join(
+                    json.dumps(state_to_row(s), ensure_ascii=False, default=json_default) + "\n"
+                    for s in states
                 )
-                sink.flush()
-            advance(len(states))
+            )
+            self.sink.flush()
+        advance(len(states))
 
+    async def _main(self, advance: Any, output: Path | None) -> None:
+        await self.controller.resolve_model()
+        if output is not None:
+            check_served_model(output, self.controller.model)
+        slots = asyncio.Semaphore(self.args.concurrency)
         t0 = time.perf_counter()
-        to_rejudge = [s for s in resumed if s.status == Status.COMPLETED]
+        to_rejudge = [s for s in self.resumed if s.status == Status.COMPLETED]
         if to_rejudge:
-            await score_states(judger, to_rejudge, 256)
-        rejudge_s = time.perf_counter() - t0
-        advance(len(resumed))
-        await asyncio.gather(*(one(g) for g in todo))
+            await score_states(self.judger, to_rejudge, 256)
+        self.rejudge_s = time.perf_counter() - t0
+        advance(len(self.resumed))
+        await asyncio.gather(*(self._one(g, slots, advance) for g in self.todo))
 
-    async def run_all() -> None:
+    async def run_all(self, output: Path | None, err: Any) -> None:
+        args = self.args
         try:
-            with progress_bar("eval", len(groups) * args.n, err, enabled=not args.no_progress) as advance:
-                await main(advance)
+            with progress_bar(
+                "eval", len(self.groups) * args.n, err, enabled=not args.no_progress
+            ) as advance:
+                await self._main(advance, output)
         finally:
-            await controller.aclose()
-            await judger.aclose()
+            await self.controller.aclose()
+            await self.judger.aclose()
             _close_shared_pool()
 
+
+def _summary(
+    args: argparse.Namespace, gen: _Generation, states: list[RolloutState], elapsed: float, sampler: Any
+) -> dict[str, Any]:
+    """``judger score``'s summary with the generation figures under ``generation``."""
+    from judger.trainer.metrics import compute_validation_metrics
+
+    summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=sampler.errors)
+    stats = gen.controller.stats
+    summary = {
+        "input": str(args.input),
+        **summary,
+        "generation": {
+            "servers": args.base_url,
+            "model": gen.controller.model,
+            "prompts": len(gen.groups),
+            "resumed_samples": len(gen.resumed),
+            "generated_samples": stats.samples,
+            "failed_samples": sum(1 for s in states if "generation_failure" in s.extra_fields),
+            "requests": stats.requests,
+            "retries": stats.retries,
+            "completion_tokens": stats.completion_tokens,
+            "tokens_per_s": round(stats.completion_tokens / elapsed, 1) if elapsed > 0 else None,
+            "generation_s": round(gen.agent.timings["generate_s"], 3),
+            "judging_s": round(gen.agent.timings["judge_s"] + gen.rejudge_s, 3),
+            "servers_taken_out": {s.url: s.taken_out for s in gen.controller.servers if s.taken_out},
+            "by_data_source": generation_summary(states),
+        },
+    }
+    if sampler.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in sampler.errors]
+    return summary
+
+
+def _write_output(output: Path, partial: Path, states: list[RolloutState]) -> bool:
+    """Write every sample to ``output`` in the input's order; False (said) when it cannot."""
+    from judger.trainer.io import write_rollouts
+
+    # the file was appended in the order groups finished; it ends in the input's order, so that
+    # `judger score` on it averages in the same order and reports the same numbers to the bit
     try:
-        asyncio.run(run_all())
+        final = output.with_name(output.name + ".tmp" + output.suffix)
+        write_rollouts(final, states)
+        final.replace(output)
+        if partial != output:
+            partial.unlink(missing_ok=True)
+    except Exception as exc:
+        _say(f"judger eval: cannot write {output}: {type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+def _render(args: argparse.Namespace, summary: dict[str, Any], out: Any, wrote: str | None) -> None:
+    if args.format == "json":
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
+        return
+    g = summary["generation"]
+    out.print(f"judger eval: {args.input} on {len(args.base_url)} server(s), model {g['model']}")
+    render_summary(summary, out, title="judger eval")
+    render_generation(g["by_data_source"], out)
+    out.print(
+        f"generation: {g['completion_tokens']} tokens, {g['tokens_per_s']} tokens/s; "
+        f"{g['requests']} requests, {g['retries']} retries, {g['failed_samples']} samples failed; "
+        f"time summed over prompts: generation {g['generation_s']:.1f} s, judging {g['judging_s']:.1f} s"
+    )
+    if wrote is not None:
+        out.print(wrote)
+
+
+def _exit_code(summary: dict[str, Any], write_failed: bool, bad_rows: bool) -> int:
+    if write_failed:
+        return EXIT_UNUSABLE
+    if bad_rows:
+        return EXIT_BAD_ROWS
+    if summary["failed"] or summary["timed_out"]:
+        return EXIT_JUDGE_FAILURES
+    if summary["generation"]["failed_samples"]:
+        return EXIT_GENERATION_FAILURES
+    return EXIT_OK
+
+
+def _claim(args: argparse.Namespace, output: Path, partial: Path, judger: Any) -> bool:
+    """Claim ``output`` for this run (only this run's own earlier samples are resumed: see
+    judger.cli.eval_output); False (said, the judger closed) when another run's file is there."""
+    try:
+        claim_output(
+            output,
+            partial,
+            run_identity(args.input, args.model, _sample_params(args), args.n, args.endpoint),
+            args.overwrite,
+        )
+    except OutputConflict as exc:
+        judger.close()
+        _say(f"judger eval: {exc}")
+        return False
+    return True
+
+
+def _generate(gen: _Generation, output: Path | None, partial: Path | None, err: Any) -> int | None:
+    """Run the generation; the exit code when it stopped early, None when it ran to the end."""
+    from judger.trainer.controller import GenerationError
+
+    gen.sink = partial.open("a", encoding="utf-8") if partial is not None else None
+    try:
+        asyncio.run(gen.run_all(output, err))
     except KeyboardInterrupt:
         where = f"; run the same command again to resume from {partial}" if partial else ""
         _say(f"judger eval: interrupted{where}")
@@ -325,75 +424,71 @@ def run(args: argparse.Namespace) -> int:
         _say(f"judger eval: stopped: {type(exc).__name__}: {exc}")
         return EXIT_UNUSABLE
     finally:
-        if sink is not None:
-            sink.close()
+        if gen.sink is not None:
+            gen.sink.close()
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from judger.trainer.agent_loop import SingleTurnAgentLoop
+    from judger.trainer.io import InputError
+
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True)
+    refusal = _refusal(args)
+    if refusal is not None:
+        _say(refusal)
+        return EXIT_UNUSABLE
+    output = Path(args.output) if args.output else None
+    greedy_n = args.n > 1 and args.temperature == 0
+    if greedy_n:
+        # vLLM refuses n > 1 with greedy sampling (HTTP 400): the group goes as n requests of one
+        _say(f"judger eval: --temperature 0 -n {args.n}: sent as {args.n} requests of n=1 per prompt")
+    tokenizer, missing = _tokenizer(args)
+    if missing is not None:
+        _say(missing)
+        return EXIT_UNUSABLE
+    try:
+        sampler, controller_cfg, loop_cfg = _configs(args, tokenizer, greedy_n)
+    except (InputError, ValueError) as exc:
+        _say(f"judger eval: {exc}")
+        return EXIT_UNUSABLE
+    _say_bad_rows(args.input, sampler.errors)
+    if not len(sampler):
+        _say(f"judger eval: {args.input}: no prompts to evaluate")
+        return EXIT_UNUSABLE
+    try:
+        judger = build(args)
+    except ConfigError as exc:
+        _say(f"judger eval: {exc}")
+        return EXIT_UNUSABLE
+
+    partial = _partial_path(output) if output is not None else None
+    if output is not None and partial is not None and not _claim(args, output, partial, judger):
+        return EXIT_UNUSABLE
+    done = resume(partial, args.n) if partial is not None else {}
+    gen = _Generation(args, list(sampler.groups()), done, judger)
+    if done:
+        _say(f"judger eval: resuming: {len(gen.resumed)} samples of {len(done)} prompts already in {partial}")
+    gen.controller = controller_cfg.build()
+    gen.agent = SingleTurnAgentLoop(loop_cfg, gen.controller, judger)
+    start = time.perf_counter()
+    stopped = _generate(gen, output, partial, err)
+    if stopped is not None:
+        return stopped
     elapsed = time.perf_counter() - start
 
-    states = [s for g in groups for s in (done.get(g[0].group_id) or finished.get(g[0].group_id) or [])]
-    gen_failed = sum(1 for s in states if "generation_failure" in s.extra_fields)
-    summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=sampler.errors)
-    stats = controller.stats
-    gen_s = agent.timings["generate_s"]
-    summary = {
-        "input": str(args.input),
-        **summary,
-        "generation": {
-            "servers": args.base_url,
-            "model": controller.model,
-            "prompts": len(groups),
-            "resumed_samples": len(resumed),
-            "generated_samples": stats.samples,
-            "failed_samples": gen_failed,
-            "requests": stats.requests,
-            "retries": stats.retries,
-            "completion_tokens": stats.completion_tokens,
-            "tokens_per_s": round(stats.completion_tokens / elapsed, 1) if elapsed > 0 else None,
-            "generation_s": round(gen_s, 3),
-            "judging_s": round(agent.timings["judge_s"] + rejudge_s, 3),
-            "servers_taken_out": {s.url: s.taken_out for s in controller.servers if s.taken_out},
-            "by_data_source": generation_summary(states),
-        },
-    }
-    if sampler.errors:
-        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in sampler.errors]
+    states = gen.states()
+    summary = _summary(args, gen, states, elapsed, sampler)
     write_failed = False
-    if output is not None:
-        # the file was appended in the order groups finished; it ends in the input's order, so that
-        # `judger score` on it averages in the same order and reports the same numbers to the bit
-        try:
-            assert partial is not None
-            final = output.with_name(output.name + ".tmp" + output.suffix)
-            write_rollouts(final, states)
-            final.replace(output)
-            if partial != output:
-                partial.unlink(missing_ok=True)
-        except Exception as exc:
-            _say(f"judger eval: cannot write {output}: {type(exc).__name__}: {exc}")
-            write_failed = True
+    if output is not None and partial is not None:
+        write_failed = not _write_output(output, partial, states)
     if args.html:
         from judger.cli.html_report import write_report
 
         write_failed = not write_report(args.html, summary, states, "judger eval") or write_failed
-    if args.format == "json":
-        sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
-    else:
-        g = summary["generation"]
-        out.print(f"judger eval: {args.input} on {len(args.base_url)} server(s), model {g['model']}")
-        render_summary(summary, out, title="judger eval")
-        render_generation(g["by_data_source"], out)
-        out.print(
-            f"generation: {g['completion_tokens']} tokens, {g['tokens_per_s']} tokens/s; "
-            f"{g['requests']} requests, {g['retries']} retries, {g['failed_samples']} samples failed; "
-            f"time summed over prompts: generation {g['generation_s']:.1f} s, judging {g['judging_s']:.1f} s"
-        )
-        if output is not None and not write_failed:
-            out.print(f"wrote {len(states)} rows to {output}")
-    if write_failed:
-        return EXIT_UNUSABLE
-    if sampler.errors:
-        return EXIT_BAD_ROWS
-    if summary["failed"] or summary["timed_out"]:
-        return EXIT_JUDGE_FAILURES
-    if gen_failed:
-        return EXIT_GENERATION_FAILURES
-    return EXIT_OK
+    wrote = f"wrote {len(states)} rows to {output}" if output is not None and not write_failed else None
+    _render(args, summary, out, wrote)
+    return _exit_code(summary, write_failed, bool(sampler.errors))

@@ -24,7 +24,7 @@ from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
-from judger.runtime.procpool.pool import (
+from judger.runtime.procpool.shared import (
     close_shared_pool,
     configure_shared_pool,
     shared_pool,

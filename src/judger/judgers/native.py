@@ -24,7 +24,7 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.procpool.shared import shared_pool
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 if TYPE_CHECKING:
@@ -41,10 +41,10 @@ class _Lane:
     """One worker thread's share of a batch: it takes the batch's next index until none is left.
 
     Lanes pull from one shared index iterator, so a batch costs one thread hand-off per lane, not
-    one per chunk (a hand-off is about 0.4 ms on this kind of VM, more than scoring 256 trivial
-    samples). Only the driver writes ``failed``, only the thread ``current``: an abandoned lane
-    writes no result for the item it was failed for and takes no other, and the driver waits for
-    any slot still pending, so an item taken just as its lane was abandoned is never lost.
+    one per chunk (a hand-off costs more than scoring a few hundred trivial samples). Only the
+    driver writes ``failed``, only the thread ``current``: an abandoned lane writes no result for
+    the item it was failed for and takes no other, and the driver waits for any slot still
+    pending, so an item taken just as its lane was abandoned is never lost.
     """
 
     __slots__ = ("current", "failed", "future", "job", "started")
@@ -159,8 +159,8 @@ class NativeJudger(BatchJudger):
         self._threads: HandlerThreads | None = None
         self._http: HttpClient | None = None
         if self.handler.kind == "url":
-            # here, not at module level: httpx (and the rich console it imports) costs ~65 ms of
-            # `import judger` that no function or import-string handler needs
+            # here, not at module level: httpx (and the rich console it imports) would be most of
+            # `import judger`, which no function or import-string handler needs
             from judger.runtime.http import HttpClient
 
             self._http = HttpClient(timeout=request_timeout, max_retries=max_retries)
@@ -345,37 +345,7 @@ class NativeJudger(BatchJudger):
                 ramp_at = math.inf
                 running = sum(1 for lane in lanes if not lane.future.done() and lane.failed is None)
                 lanes.extend(start() for _ in range(wanted - running))
-            wait_on: list[asyncio.Future[None]] = []
-            wake_at = ramp_at
-            for k, lane in enumerate(lanes):
-                if lane.abandoned_on_failed():
-                    continue
-                if lane.future.done():
-                    if not lane.future.cancelled():
-                        error = lane.future.exception()
-                        if isinstance(error, ThreadBudgetError):
-                            for index in indices:  # no thread is left to take them: they fail now
-                                results[index] = error
-                        elif error is not None:
-                            raise error  # a bug in the lane itself (handler errors are results)
-                        continue
-                    lane = lanes[k] = start()  # cancelled while it queued: resubmit it
-                current = lane.current
-                if current is None:
-                    if not lane.started.done():
-                        wait_on.append(lane.started)  # queued: no deadline until a thread takes it
-                elif current[1] + self.timeout <= now:
-                    # overdue: fail that item, abandon the lane, and let a fresh one take the rest
-                    lane.failed = current[0]
-                    results[current[0]] = JudgeTimeoutError(self.judger_name, self.timeout)
-                    if lane.job is not None:
-                        self._thread_pool().abandon(lane.job)  # the call still holds its thread
-                    lanes.append(start())
-                    wake_at = now  # look at the lanes again, the new one included
-                    continue
-                else:
-                    wake_at = min(wake_at, current[1] + self.timeout)
-                wait_on.append(lane.future)
+            wait_on, wake_at = self._inspect_lanes(lanes, start, results, indices, now, ramp_at)
             if not wait_on:
                 if not any(r is _PENDING for r in results):  # by identity: results may be anything
                     return
@@ -387,6 +357,48 @@ class NativeJudger(BatchJudger):
                     await asyncio.wait(wait_on, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 else:
                     await asyncio.sleep(wake_at - now)
+
+    def _inspect_lanes(
+        self,
+        lanes: list[_Lane],
+        start: Callable[[], _Lane],
+        results: list[Any],
+        indices: Iterator[int],
+        now: float,
+        wake_at: float,
+    ) -> tuple[list[asyncio.Future[None]], float]:
+        """What to wait on, and until when; an overdue item fails here and its lane is replaced."""
+        wait_on: list[asyncio.Future[None]] = []
+        for k, lane in enumerate(lanes):
+            if lane.abandoned_on_failed():
+                continue
+            if lane.future.done():
+                if not lane.future.cancelled():
+                    error = lane.future.exception()
+                    if isinstance(error, ThreadBudgetError):
+                        for index in indices:  # no thread is left to take them: they fail now
+                            results[index] = error
+                    elif error is not None:
+                        raise error  # a bug in the lane itself (handler errors are results)
+                    continue
+                lane = lanes[k] = start()  # cancelled while it queued: resubmit it
+            current = lane.current
+            if current is None:
+                if not lane.started.done():
+                    wait_on.append(lane.started)  # queued: no deadline until a thread takes it
+            elif current[1] + self.timeout <= now:
+                # overdue: fail that item, abandon the lane, and let a fresh one take the rest
+                lane.failed = current[0]
+                results[current[0]] = JudgeTimeoutError(self.judger_name, self.timeout)
+                if lane.job is not None:
+                    self._thread_pool().abandon(lane.job)  # the call still holds its thread
+                lanes.append(start())
+                wake_at = now  # look at the lanes again, the new one included
+                continue
+            else:
+                wake_at = min(wake_at, current[1] + self.timeout)
+            wait_on.append(lane.future)
+        return wait_on, wake_at
 
     def _payload_call(self) -> Callable[[JudgerPayload], Any]:
         """``payload -> handler result``, with the common case (a positional handler of judger's own

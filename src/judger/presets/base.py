@@ -32,7 +32,7 @@ from judger.core.judger import (
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
-from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.procpool.shared import shared_pool
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]

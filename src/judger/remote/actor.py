@@ -26,7 +26,7 @@ class JudgerActor:
     options (``judger.remote.cluster.spawn_actor``). Its methods are coroutines, so Ray runs
     it as an async actor and several payload batches overlap in one process. Per-sample deadlines,
     validation and failure capture happen here, in the local judger's ``run_payloads``, so a
-    :class:`~judger.JudgeFailure` (a small picklable value) travels back instead of an exception.
+    :class:`~judger.core.failure.JudgeFailure` (a small picklable value) travels back instead of an exception.
     """
 
     def __init__(self, judger_config: JudgerConfig) -> None:

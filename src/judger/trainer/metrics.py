@@ -334,17 +334,46 @@ def process_validation_metrics(
         data_sources, sample_uids, infos_dict = _pad_expected_acc(
             data_sources, sample_uids, infos_dict, expected_acc_counts
         )
-    n_samples = len(data_sources)
+    _check_lengths(len(data_sources), sample_uids, infos_dict)
+    groups = _group(data_sources, sample_uids, n_real, infos_dict.get("pred"))
+    grader = _Grader(groups, seed, n_bootstrap, pass_k)
+    for var, raw in infos_dict.items():
+        grader.variable(var, raw)
+    metrics = grader.collector.result(groups.ds_names, grader.used_vars)
+    _in_verl_order(metrics, groups.preds is not None)
+    return metrics
+
+
+def _check_lengths(
+    n_samples: int, sample_uids: Sequence[Any], infos_dict: Mapping[str, Sequence[Any]]
+) -> None:
     if len(sample_uids) != n_samples:
         raise ValueError(f"{len(sample_uids)} uids for {n_samples} data_sources")
     for name, values in infos_dict.items():
         if len(values) != n_samples:
             raise ValueError(f"variable {name!r} has {len(values)} values for {n_samples} samples")
 
+
+@dataclass
+class _Groups:
+    """The (data_source, uid) groups of the samples, and who may vote in each."""
+
+    group_of: np.ndarray  # the group of each sample
+    ds_of_group: np.ndarray  # the data_source (index) of each group
+    ds_names: list[str]
+    n_groups: int
+    group_sizes: np.ndarray  # samples per group, sessions padded for expected_acc_counts left out
+    preds: Sequence[Any] | None
+    all_preds: np.ndarray | None  # per group: every sample of it has a prediction
+
+
+def _group(
+    data_sources: Sequence[Any], sample_uids: Sequence[Any], n_real: int, preds: Sequence[Any] | None
+) -> _Groups:
     ds_index: dict[Any, int] = {}
     group_index: dict[tuple[int, Any], int] = {}
     ds_of_group_list: list[int] = []
-    group_of = np.empty(n_samples, dtype=np.intp)
+    group_of = np.empty(len(data_sources), dtype=np.intp)
     for i, (ds, uid) in enumerate(zip(data_sources, sample_uids)):
         try:
             d = ds_index.setdefault(ds, len(ds_index))
@@ -358,82 +387,137 @@ def process_validation_metrics(
             g = group_index[key] = len(group_index)
             ds_of_group_list.append(d)
         group_of[i] = g
-    ds_of_group = np.asarray(ds_of_group_list, dtype=np.intp)
-    ds_names = [str(ds) for ds in ds_index]
     n_groups = len(group_index)
-
-    preds = infos_dict.get("pred")
-    pred_codes: np.ndarray | None = None
     # sessions added for expected_acc_counts are not samples: they neither count nor vote
     group_sizes = np.bincount(group_of[:n_real], minlength=n_groups)
+    all_preds = None
     if preds is not None:
         # verl votes in a uid only when every sample of it has a prediction
         missing = np.fromiter((p is None for p in preds[:n_real]), dtype=bool, count=n_real)
         all_preds = np.bincount(group_of[:n_real], weights=missing, minlength=n_groups) == 0
-    layouts: dict[bytes, _Layout] = {}
-    indices: dict[tuple[int, int], np.ndarray] = {}
-    collector = _Collector()
-    used_vars: list[str] = []
-    done: dict[bytes, str] = {}
+    return _Groups(
+        group_of=group_of,
+        ds_of_group=np.asarray(ds_of_group_list, dtype=np.intp),
+        ds_names=[str(ds) for ds in ds_index],
+        n_groups=n_groups,
+        group_sizes=group_sizes,
+        preds=preds,
+        all_preds=all_preds,
+    )
 
-    for var, raw in infos_dict.items():
+
+class _Grader:
+    """Every metric of every numeric variable, with what variables share cached across them."""
+
+    def __init__(self, groups: _Groups, seed: int, n_bootstrap: int, pass_k: bool) -> None:
+        self.groups = groups
+        self.seed = seed
+        self.n_bootstrap = n_bootstrap
+        self.pass_k = pass_k
+        self.collector = _Collector()
+        self.used_vars: list[str] = []
+        self.layouts: dict[bytes, _Layout] = {}
+        self.indices: dict[tuple[int, int], np.ndarray] = {}
+        self.done: dict[bytes, str] = {}
+        self.pred_codes: np.ndarray | None = None
+
+    def variable(self, var: str, raw: Sequence[Any]) -> None:
         parsed = _numeric(raw)
         if parsed is None:
-            continue
+            return
         vals, valid = parsed
-        used_vars.append(var)
+        self.used_vars.append(var)
         # ``acc`` is usually ``score`` again (True/False for 1.0/0.0): every metric is a function of
         # the values, the groups and the predictions, so a variable equal to one done is not redone
         fingerprint = vals.tobytes() + valid.tobytes()
-        same_as = done.get(fingerprint)
+        same_as = self.done.get(fingerprint)
         if same_as is not None:
-            collector.alias(var, same_as)
-            continue
-        done[fingerprint] = var
-        layout = layouts.get(valid.tobytes())
+            self.collector.alias(var, same_as)
+            return
+        self.done[fingerprint] = var
+        layout = self.layouts.get(valid.tobytes())
         if layout is None:
-            layout = layouts[valid.tobytes()] = _layout(group_of, valid, n_groups)
+            layout = self.layouts[valid.tobytes()] = _layout(
+                self.groups.group_of, valid, self.groups.n_groups
+            )
         levels = np.unique(vals[valid])
         binary = bool(np.isin(levels, (0.0, 1.0)).all())
-
         for n, (gids, matrix) in layout.by_size.items():
-            group_vals = vals[matrix]  # (G, n)
-            collector.add(ds_of_group, gids, var, f"mean@{n}", group_vals.mean(axis=1))
-            if n == 1:
-                continue
-            collector.add(ds_of_group, gids, var, f"std@{n}", group_vals.std(axis=1))
-            correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
-            # ... and when the variable has a value for every sample of the uid
-            voting = (group_sizes[gids] == n) & all_preds[gids] if preds is not None else None
-            rows: tuple[np.ndarray, np.ndarray] | None = None
-            for k in bootstrap_sizes(n):
-                idx = indices.get((n, k))
-                if idx is None:
-                    # one randint call draws the same stream as verl's n_bootstrap choice() calls
-                    idx = indices[(n, k)] = np.random.RandomState(seed).randint(0, n, size=(n_bootstrap, k))
-                if rows is None:
-                    rows = _distinct_rows(group_vals)
-                distinct, row_of = rows
-                best, worst = _best_worst(distinct, idx, levels)
-                collector.add(ds_of_group, gids, var, f"best@{k}/mean", best.mean(axis=1)[row_of])
-                collector.add(ds_of_group, gids, var, f"best@{k}/std", best.std(axis=1)[row_of])
-                collector.add(ds_of_group, gids, var, f"worst@{k}/mean", worst.mean(axis=1)[row_of])
-                collector.add(ds_of_group, gids, var, f"worst@{k}/std", worst.std(axis=1)[row_of])
-                if preds is not None and voting is not None and voting.any():
-                    plan = layout.maj_cache.get((n, k))
-                    if plan is None:
-                        if pred_codes is None:
-                            pred_codes = _pred_codes(preds)
-                        plan = layout.maj_cache[(n, k)] = _maj_plan(pred_codes[matrix[voting]], idx)
-                    maj_mean, maj_std = _maj_mean_std(group_vals[voting], plan)
-                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/mean", maj_mean)
-                    collector.add(ds_of_group, gids[voting], var, f"maj@{k}/std", maj_std)
-                if pass_k and correct is not None:
-                    table = np.array([pass_at_k(n, c, k) for c in range(n + 1)])
-                    collector.add(ds_of_group, gids, var, f"pass@{k}", table[correct])
+            self._size(var, vals, layout, n, gids, matrix, levels, binary)
 
-    metrics = collector.result(ds_names, used_vars)
-    # present each variable's metrics in verl's order (mean, std, then per k best/worst/maj/pass)
+    def _add(self, gids: np.ndarray, var: str, metric: str, values: np.ndarray) -> None:
+        self.collector.add(self.groups.ds_of_group, gids, var, metric, values)
+
+    def _size(
+        self,
+        var: str,
+        vals: np.ndarray,
+        layout: _Layout,
+        n: int,
+        gids: np.ndarray,
+        matrix: np.ndarray,
+        levels: np.ndarray,
+        binary: bool,
+    ) -> None:
+        """The metrics of ``var`` over the groups of ``n`` samples."""
+        groups = self.groups
+        group_vals = vals[matrix]  # (G, n)
+        self._add(gids, var, f"mean@{n}", group_vals.mean(axis=1))
+        if n == 1:
+            return
+        self._add(gids, var, f"std@{n}", group_vals.std(axis=1))
+        correct = group_vals.sum(axis=1).round().astype(np.intp) if binary else None
+        # ... and when the variable has a value for every sample of the uid
+        voting = None
+        if groups.all_preds is not None:
+            voting = (groups.group_sizes[gids] == n) & groups.all_preds[gids]
+        rows: tuple[np.ndarray, np.ndarray] | None = None
+        for k in bootstrap_sizes(n):
+            idx = self.indices.get((n, k))
+            if idx is None:
+                # one randint call draws the same stream as verl's n_bootstrap choice() calls
+                idx = self.indices[(n, k)] = np.random.RandomState(self.seed).randint(
+                    0, n, size=(self.n_bootstrap, k)
+                )
+            if rows is None:
+                rows = _distinct_rows(group_vals)
+            distinct, row_of = rows
+            best, worst = _best_worst(distinct, idx, levels)
+            self._add(gids, var, f"best@{k}/mean", best.mean(axis=1)[row_of])
+            self._add(gids, var, f"best@{k}/std", best.std(axis=1)[row_of])
+            self._add(gids, var, f"worst@{k}/mean", worst.mean(axis=1)[row_of])
+            self._add(gids, var, f"worst@{k}/std", worst.std(axis=1)[row_of])
+            if voting is not None and voting.any():
+                self._majority(var, layout, n, k, idx, gids[voting], matrix[voting], group_vals[voting])
+            if self.pass_k and correct is not None:
+                table = np.array([pass_at_k(n, c, k) for c in range(n + 1)])
+                self._add(gids, var, f"pass@{k}", table[correct])
+
+    def _majority(
+        self,
+        var: str,
+        layout: _Layout,
+        n: int,
+        k: int,
+        idx: np.ndarray,
+        gids: np.ndarray,
+        matrix: np.ndarray,
+        group_vals: np.ndarray,
+    ) -> None:
+        """maj@k of ``var`` over the voting groups of ``n`` samples."""
+        plan = layout.maj_cache.get((n, k))
+        if plan is None:
+            if self.pred_codes is None:
+                assert self.groups.preds is not None
+                self.pred_codes = _pred_codes(self.groups.preds)
+            plan = layout.maj_cache[(n, k)] = _maj_plan(self.pred_codes[matrix], idx)
+        maj_mean, maj_std = _maj_mean_std(group_vals, plan)
+        self._add(gids, var, f"maj@{k}/mean", maj_mean)
+        self._add(gids, var, f"maj@{k}/std", maj_std)
+
+
+def _in_verl_order(metrics: Metrics, has_pred: bool) -> None:
+    """Present each variable's metrics in verl's order (mean, std, then per k best/worst/maj/pass)."""
     for var2metric in metrics.values():
         for var, metric2val in var2metric.items():
             sizes = sorted(
@@ -441,10 +525,9 @@ def process_validation_metrics(
             )
             order: list[str] = []
             for n in sizes:
-                order += [m for m in _metric_order(n, preds is not None, True) if m not in order]
+                order += [m for m in _metric_order(n, has_pred, True) if m not in order]
             rank = {name: i for i, name in enumerate(order)}
             var2metric[var] = dict(sorted(metric2val.items(), key=lambda kv: rank.get(kv[0], len(rank))))
-    return metrics
 
 
 def _pad_expected_acc(

@@ -18,7 +18,7 @@ from judger.compat.verl.batch import score_batch
 from judger.compat.verl.result import VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route
 from judger.core.errors import JudgerError
-from judger.runtime.procpool.pool import shared_pool
+from judger.runtime.procpool.shared import shared_pool
 from judger.scorers.math.reward import extract, quick_result
 
 logger = logging.getLogger(__name__)

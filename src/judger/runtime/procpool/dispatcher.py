@@ -192,19 +192,7 @@ class _PoolCore:
                 self._start_workers()
                 self._dispatch()
                 busy = [w for w in self.workers if w.watched]
-                timeout = None
-                if busy:
-                    timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-                events = self.selector.select(timeout)
-                ready: dict[_Worker, bool] = {}  # worker -> its process has exited
-                for key, _ in events:
-                    if key.data is None:
-                        with contextlib.suppress(BlockingIOError, OSError):
-                            while os.read(self.wake_r, 4096):
-                                pass
-                    else:
-                        worker, is_sentinel = key.data
-                        ready[worker] = ready.get(worker, False) or is_sentinel
+                ready = self._wait(busy)
                 if self.closed:
                     return
                 for w, exited in ready.items():
@@ -214,25 +202,49 @@ class _PoolCore:
                         self._collect(w, exited)
                     else:
                         self._collect_ready(w)
-                now = time.monotonic()
-                for w in busy:
-                    if w not in self.workers:
-                        continue
-                    if w.tasks and now >= w.deadline:
-                        self._time_out(w)
-                    elif not w.ready and now >= w.deadline:
-                        self._start_failed(w, f"not ready after {STARTUP_TIMEOUT:g} s")
+                self._check_deadlines(busy)
         except BaseException as exc:  # a bug here must not leave callers waiting forever
-            with self.lock:
-                self.closed = True
-                pending = list(self.queue)
-                self.queue.clear()
-            error = RuntimeError(f"process pool {self.name!r} dispatcher failed: {exc!r}")
-            for w in self.workers:
-                pending.extend(w.tasks)
-                w.tasks.clear()
-            for task in pending:
-                self._deliver(task, error)
+            self._fail_everything(exc)
+
+    def _wait(self, busy: list[_Worker]) -> dict[_Worker, bool]:
+        """Wait for a worker's message or exit, a wake-up or the first deadline among ``busy``;
+        return ``{worker: its process has exited}`` for the workers that have something."""
+        timeout = None
+        if busy:
+            timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+        events = self.selector.select(timeout)
+        ready: dict[_Worker, bool] = {}  # worker -> its process has exited
+        for key, _ in events:
+            if key.data is None:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    while os.read(self.wake_r, 4096):
+                        pass
+            else:
+                worker, is_sentinel = key.data
+                ready[worker] = ready.get(worker, False) or is_sentinel
+        return ready
+
+    def _check_deadlines(self, busy: list[_Worker]) -> None:
+        now = time.monotonic()
+        for w in busy:
+            if w not in self.workers:
+                continue
+            if w.tasks and now >= w.deadline:
+                self._time_out(w)
+            elif not w.ready and now >= w.deadline:
+                self._start_failed(w, f"not ready after {STARTUP_TIMEOUT:g} s")
+
+    def _fail_everything(self, exc: BaseException) -> None:
+        with self.lock:
+            self.closed = True
+            pending = list(self.queue)
+            self.queue.clear()
+        error = RuntimeError(f"process pool {self.name!r} dispatcher failed: {exc!r}")
+        for w in self.workers:
+            pending.extend(w.tasks)
+            w.tasks.clear()
+        for task in pending:
+            self._deliver(task, error)
 
     def _start_workers(self) -> None:
         # Start lazily, all at once: a batch keeps every worker busy anyway.

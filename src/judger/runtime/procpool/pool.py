@@ -23,7 +23,7 @@ import os
 import pickle
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judger.runtime.procpool.dispatcher import _Batch, _PoolCore, _Task
 from judger.runtime.procpool.errors import (
@@ -34,14 +34,6 @@ from judger.runtime.procpool.errors import (
 )
 from judger.runtime.procpool.forkserver import default_start_method
 
-if TYPE_CHECKING:
-    from judger.runtime.procpool.shared import (
-        close_shared_pool,
-        configure_shared_pool,
-        shared_pool,
-        shared_pool_options,
-    )
-
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_INPUT_BYTES",
@@ -50,10 +42,6 @@ __all__ = [
     "ProcessPool",
     "RemoteError",
     "WorkerCrashedError",
-    "close_shared_pool",
-    "configure_shared_pool",
-    "shared_pool",
-    "shared_pool_options",
 ]
 
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -253,16 +241,3 @@ def _check_timeout(timeout: Any) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
-
-
-_SHARED = frozenset({"close_shared_pool", "configure_shared_pool", "shared_pool", "shared_pool_options"})
-
-
-def __getattr__(name: str) -> Any:
-    # the shared pool lives in judger.runtime.procpool.shared, which builds on ProcessPool; its
-    # functions stay importable from here, resolved on first use (no import cycle)
-    if name in _SHARED:
-        from judger.runtime.procpool import shared
-
-        return getattr(shared, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ _shared_lock = threading.Lock()
 
 
 def _default_preload() -> list[str]:
-    # math_verify takes ~0.4 s to import: once in the fork server instead of once per worker
+    # math_verify is slow to import: once in the fork server instead of once per worker
     return [m for m in ("judger.runtime.procpool.worker", "math_verify") if importlib.util.find_spec(m)]
 
 

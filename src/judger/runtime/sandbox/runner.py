@@ -317,84 +317,127 @@ def _cgroup(limits: SandboxLimits) -> cgroups.SandboxCgroup | None:
         raise SandboxStartError(f"the sandbox's cgroup could not be made: {exc}") from None
 
 
-async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
-    cap = limits.output_mb * 1024 * 1024
-    env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
+@dataclass
+class _Launch:
+    """How to start one sandbox, and what to give back if it never starts."""
+
+    argv: list[str]
+    cwd: str
+    pass_fds: list[int] = field(default_factory=list)
+    info_r: int = -1
+    block_w: int = -1
     scratch: str | None = None
-    pass_fds: list[int] = []
-    info_r = block_w = -1
     uid: uids.UidLease | None = None
     group: cgroups.SandboxCgroup | None = None
-    if limits.isolation == "bwrap":
-        require_isolation("bwrap")
-        program = filter_program()
-        seccomp_fd = None
-        if program is not None:
-            read_end, write_end = os.pipe()
-            os.write(write_end, program)
-            os.close(write_end)
-            seccomp_fd = read_end
-            pass_fds.append(read_end)
-        info_r, info_w = os.pipe2(os.O_CLOEXEC)
-        block_r, block_w = os.pipe2(os.O_CLOEXEC)
-        pass_fds += [info_w, block_r]
-        if bwrap.drops_to_own_uid():
-            uid = uids.lease()
-        group = _cgroup(limits)
-        argv = bwrap.command(
-            scratch_bytes=limits.scratch_mb * 1024 * 1024,
-            seccomp_fd=seccomp_fd,
-            host_uid=None if uid is None else uid.uid,
-            info_fd=info_w,
-            block_fd=block_r,
-        )
-        cwd = "/"
-    else:
-        scratch = cwd = tempfile.mkdtemp(prefix="judger-sandbox-")
-        argv = [sys.executable, "-I", SUPERVISOR_PATH]
 
-    def abandon() -> None:
-        for fd in (info_r, block_w):
+    def abandon(self) -> None:
+        for fd in (self.info_r, self.block_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if group is not None:
-            group.remove()
-        if uid is not None:
-            uid.release()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        if self.group is not None:
+            self.group.remove()
+        if self.uid is not None:
+            self.uid.release()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
+
+def _bwrap_launch(limits: SandboxLimits) -> _Launch:
+    require_isolation("bwrap")
+    launch = _Launch([], "/")
+    try:
+        _prepare_bwrap(launch, limits)
+    except BaseException:
+        # a sandbox that never starts gives back its pipes and its uid lease (a leaked lease keeps
+        # its uid slot locked for the life of the process)
+        for fd in launch.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        launch.abandon()
+        raise
+    return launch
+
+
+def _prepare_bwrap(launch: _Launch, limits: SandboxLimits) -> None:
+    """Fill ``launch`` step by step, so that whatever it holds when a step fails can be given back."""
+    program = filter_program()
+    seccomp_fd = None
+    if program is not None:
+        read_end, write_end = os.pipe()
+        launch.pass_fds.append(read_end)
+        try:
+            os.write(write_end, program)
+        finally:
+            os.close(write_end)
+        seccomp_fd = read_end
+    launch.info_r, info_w = os.pipe2(os.O_CLOEXEC)
+    launch.pass_fds.append(info_w)
+    block_r, launch.block_w = os.pipe2(os.O_CLOEXEC)
+    launch.pass_fds.append(block_r)
+    if bwrap.drops_to_own_uid():
+        launch.uid = uids.lease()
+    launch.group = _cgroup(limits)
+    launch.argv = bwrap.command(
+        scratch_bytes=limits.scratch_mb * 1024 * 1024,
+        seccomp_fd=seccomp_fd,
+        host_uid=None if launch.uid is None else launch.uid.uid,
+        info_fd=info_w,
+        block_fd=block_r,
+    )
+
+
+def _unconfined_launch() -> _Launch:
+    scratch = tempfile.mkdtemp(prefix="judger-sandbox-")
+    return _Launch([sys.executable, "-I", SUPERVISOR_PATH], scratch, scratch=scratch)
+
+
+async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
+    cap = limits.output_mb * 1024 * 1024
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
+    launch = _bwrap_launch(limits) if limits.isolation == "bwrap" else _unconfined_launch()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *launch.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if limits.isolation == "bwrap" else asyncio.subprocess.DEVNULL,
-            cwd=cwd,
+            cwd=launch.cwd,
             env=env,
-            pass_fds=pass_fds,
+            pass_fds=launch.pass_fds,
             start_new_session=True,
             limit=cap + _HEADER_SLACK,
         )
     except BaseException:
-        abandon()
+        launch.abandon()
         raise
     finally:
-        for fd in pass_fds:
+        for fd in launch.pass_fds:
             os.close(fd)
-    sandbox = _Sandbox(proc, cap, scratch, uid, group)
+    sandbox = _Sandbox(proc, cap, launch.scratch, launch.uid, launch.group)
+    await _handshake(sandbox, launch)
+    await _send_job(sandbox, job)
+    return sandbox
+
+
+async def _handshake(sandbox: _Sandbox, launch: _Launch) -> None:
+    """Place a bubblewrap sandbox in its cgroup before it goes on (nothing to do without bubblewrap)."""
+    block_w = launch.block_w
     try:
-        if info_r >= 0:
-            await sandbox.handshake(info_r, block_w)
+        if launch.info_r >= 0:
+            await sandbox.handshake(launch.info_r, block_w)
     except BaseException:
-        info_r = -1  # closed by the handshake
+        launch.info_r = -1  # closed by the handshake
         await asyncio.shield(sandbox.finish())
         with contextlib.suppress(OSError):
             os.close(block_w)
         raise
     if block_w >= 0:
         os.close(block_w)
+
+
+async def _send_job(sandbox: _Sandbox, job: dict[str, Any]) -> None:
+    proc = sandbox.proc
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps(job).encode())
@@ -405,7 +448,6 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     except BaseException:
         await asyncio.shield(sandbox.finish())  # cancelled before the caller holds it: do not leak it
         raise
-    return sandbox
 
 
 def _job(
@@ -530,48 +572,79 @@ async def _serve(
         try:
             message = await sandbox.next_message(wait)
         except (TimeoutError, asyncio.TimeoutError, asyncio.IncompleteReadError):  # 3.10: distinct
-            if not ready:
-                raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
-            if deadline is not None and time.monotonic() >= deadline:
-                return current  # run_tests reports this test and the rest as the budget's timeouts
-            outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
-            return current + 1
+            return _silent(ready, current, outcomes, per_test_s, deadline)
         if message is None:
             if not ready:
-                reason = await sandbox.stderr_tail() if job["isolated"] else ""
-                await sandbox.finish()
-                kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
-                reason = reason or f"exit status {sandbox.proc.returncode}"
-                raise SandboxStartError(f"the {kind} failed to start ({reason})")
+                raise await _start_failure(sandbox, job)
             return current
         event = message.get("event")
         if event == "ready":
             ready = True
             continue
-        if event == "refused":
-            if not ready:
-                raise SandboxStartError(str(message["error"]))
-            outcomes[current] = TestOutcome("error", str(message["error"]))
-            return current + 1
-        if event == "sandbox_error":
-            error = str(message.get("error", ""))[:2000]
-            raise SandboxStartError(f"the sandbox could not confine the program: {error}")
-        if event == "load_error":
-            result.load_error = str(message.get("error", "the program failed to load"))[:2000]
-            return current
+        stop = _control_event(message, ready, current, outcomes, result)
+        if stop is not None:
+            return stop
         if event != "test" or message.get("index") != current:
             continue
-        status = message.get("status")
-        if status == "ok":
-            outcomes[current] = check(current, message)
-        elif status in ("timeout", "crashed"):
-            outcomes[current] = TestOutcome(status, str(message.get("error", ""))[:2000])
-        else:
-            outcomes[current] = TestOutcome("error", str(message.get("error", ""))[:2000])
+        outcomes[current] = _test_outcome(current, message, check)
         position += 1
         if decided and decided(outcomes):
             return len(outcomes)
     return len(outcomes)
+
+
+def _silent(
+    ready: bool, current: int, outcomes: list[TestOutcome | None], per_test_s: float, deadline: float | None
+) -> int:
+    """The test in hand when the sandbox said nothing in time (raises when it never started)."""
+    if not ready:
+        raise SandboxStartError(f"the sandbox did not start within {per_test_s:g} s") from None
+    if deadline is not None and time.monotonic() >= deadline:
+        return current  # run_tests reports this test and the rest as the budget's timeouts
+    outcomes[current] = TestOutcome("timeout", "the sandbox did not answer in time")
+    return current + 1
+
+
+async def _start_failure(sandbox: _Sandbox, job: dict[str, Any]) -> SandboxStartError:
+    """Why a sandbox ended before it was ready (it is finished here)."""
+    reason = await sandbox.stderr_tail() if job["isolated"] else ""
+    await sandbox.finish()
+    kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
+    reason = reason or f"exit status {sandbox.proc.returncode}"
+    return SandboxStartError(f"the {kind} failed to start ({reason})")
+
+
+def _control_event(
+    message: dict[str, Any],
+    ready: bool,
+    current: int,
+    outcomes: list[TestOutcome | None],
+    result: SandboxResult,
+) -> int | None:
+    """The test in hand when a supervisor's event ends the run (raises when the sandbox failed);
+    None for every other message."""
+    event = message.get("event")
+    if event == "refused":
+        if not ready:
+            raise SandboxStartError(str(message["error"]))
+        outcomes[current] = TestOutcome("error", str(message["error"]))
+        return current + 1
+    if event == "sandbox_error":
+        error = str(message.get("error", ""))[:2000]
+        raise SandboxStartError(f"the sandbox could not confine the program: {error}")
+    if event == "load_error":
+        result.load_error = str(message.get("error", "the program failed to load"))[:2000]
+        return current
+    return None
+
+
+def _test_outcome(current: int, message: dict[str, Any], check: Checker) -> TestOutcome:
+    status = message.get("status")
+    if status == "ok":
+        return check(current, message)
+    if status in ("timeout", "crashed"):
+        return TestOutcome(status, str(message.get("error", ""))[:2000])
+    return TestOutcome("error", str(message.get("error", ""))[:2000])
 
 
 # --- running from synchronous code -------------------------------------------------------------
