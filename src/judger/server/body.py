@@ -77,49 +77,54 @@ def check_shape(value: Any, limits: BodyLimits) -> None:
     violation is found afterwards, by a second search that runs only on the refused body.
     """
     nodes = 0
-    max_keys, max_key, max_str, max_depth = (
-        limits.max_keys_per_object,
-        limits.max_key_chars,
-        limits.max_string_chars,
-        limits.max_depth,
-    )
+    max_depth = limits.max_depth
     # a scalar body (null, a number) has nothing to walk; its endpoint says what it expected
     stack: list[tuple[Any, int]] = [(value, 0)] if type(value) is dict or type(value) is list else []
     while stack:
         item, depth = stack.pop()
+        if depth >= max_depth:
+            raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
         if type(item) is dict:
-            if depth >= max_depth:
-                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
-            if len(item) > max_keys:
-                raise BodyError(
-                    f"{_path_to(value, item)}: object with {len(item)} keys > limit of {max_keys}"
-                )
-            nodes += len(item)
-            for key, child in item.items():
-                if len(key) > max_key:
-                    where = _path_to(value, item)
-                    raise BodyError(f"{where}: key {echo(key)} longer than {max_key} characters")
-                kind = type(child)
-                if kind is str:
-                    if len(child) > max_str:
-                        raise BodyError(f"{_path_to(value, item)}.{key}: {_too_long(child, max_str)}")
-                elif kind is dict or kind is list:
-                    stack.append((child, depth + 1))
-        else:  # a list (strings and scalars are checked where they are found)
-            if depth >= max_depth:
-                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
-            nodes += len(item)
-            for child in item:
-                kind = type(child)
-                if kind is str:
-                    if len(child) > max_str:
-                        raise BodyError(f"{_path_to(value, item)}[...]: {_too_long(child, max_str)}")
-                elif kind is dict or kind is list:
-                    stack.append((child, depth + 1))
+            _check_object(value, item, depth + 1, limits, stack)
+        else:
+            _check_array(value, item, depth + 1, limits, stack)
+        nodes += len(item)
         if nodes > limits.max_nodes:
             raise BodyError(f"body: more than {limits.max_nodes} keys and items in all")
-    if type(value) is str and len(value) > max_str:
-        raise BodyError(f"body: {_too_long(value, max_str)}")
+    if type(value) is str and len(value) > limits.max_string_chars:
+        raise BodyError(f"body: {_too_long(value, limits.max_string_chars)}")
+
+
+def _check_object(
+    root: Any, item: dict[str, Any], depth: int, limits: BodyLimits, stack: list[tuple[Any, int]]
+) -> None:
+    """Check one object's key count, keys and strings; queue its containers at ``depth``."""
+    max_keys, max_key, max_str = limits.max_keys_per_object, limits.max_key_chars, limits.max_string_chars
+    if len(item) > max_keys:
+        raise BodyError(f"{_path_to(root, item)}: object with {len(item)} keys > limit of {max_keys}")
+    for key, child in item.items():
+        if len(key) > max_key:
+            raise BodyError(f"{_path_to(root, item)}: key {echo(key)} longer than {max_key} characters")
+        kind = type(child)
+        if kind is str:
+            if len(child) > max_str:
+                raise BodyError(f"{_path_to(root, item)}.{key}: {_too_long(child, max_str)}")
+        elif kind is dict or kind is list:
+            stack.append((child, depth))
+
+
+def _check_array(
+    root: Any, item: list[Any], depth: int, limits: BodyLimits, stack: list[tuple[Any, int]]
+) -> None:
+    """Check one array's strings (scalars are checked where they are found); queue its containers."""
+    max_str = limits.max_string_chars
+    for child in item:
+        kind = type(child)
+        if kind is str:
+            if len(child) > max_str:
+                raise BodyError(f"{_path_to(root, item)}[...]: {_too_long(child, max_str)}")
+        elif kind is dict or kind is list:
+            stack.append((child, depth))
 
 
 def _too_long(text: str, limit: int) -> str:
