@@ -115,7 +115,6 @@ async def test_each_protocol_router_serves_alone(path: str, live: BaseJudger) ->
         assert reply.status_code == 200 and reply.json() == FIRST_ANSWER[path]
         for other in set(MODULES) - {path}:  # it needs none of the other protocols
             assert (await client.post(other, content=REQUESTS[other][0][1])).status_code == 404
-    assert app.state.server.metrics.in_flight == 0
 
 
 async def test_the_ops_router_serves_alone(live: BaseJudger) -> None:
@@ -132,11 +131,14 @@ async def test_router_and_guard_direct_path_answer_alike(path: str, live: BaseJu
     """The guarded app answers protocol requests from the guard (no framework routing); the router
     alone answers through FastAPI: the same handler, so the same status and body for each request."""
     guarded = create_app(live, body_limits=BodyLimits(max_key_chars=32), close_judger=False)
+    statuses = set()
     async with _client(_alone(MODULES[path], live)) as alone, _client(guarded) as direct:
         for query, body in REQUESTS[path]:
             url = f"{path}?{query}" if query else path
             by_router, by_guard = await alone.post(url, content=body), await direct.post(url, content=body)
             assert (by_router.status_code, by_router.json()) == (by_guard.status_code, by_guard.json()), body
+            statuses.add(by_guard.status_code)
+    assert {200, 400, 422} <= statuses  # answers and refusals both compared
     # the guarded app's answers came through its guard (it counted them), the bare app's not
     assert _requests(guarded, path) == len(REQUESTS[path])
 
