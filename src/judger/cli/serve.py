@@ -18,37 +18,50 @@ _ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the arguments of `judger serve`; must stay cheap (no heavy imports here)."""
-    parser.add_argument(
+    """Declare the arguments of `judger serve`, one group per concern; must stay cheap (no heavy
+    imports here)."""
+    _add_source_arguments(parser.add_argument_group("what to serve"))
+    _add_access_arguments(parser.add_argument_group("address and access"))
+    _add_limit_arguments(parser.add_argument_group("request limits"))
+    serve_limits.add_arguments(parser)
+    _add_get_reward_arguments(parser.add_argument_group("/get_reward (OpenRLHF)"))
+    _add_runtime_arguments(parser.add_argument_group("serving"))
+
+
+def _add_source_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "config",
         nargs="?",
         help="the judger config: path/to/file.py[:NAME] or package.module:NAME "
         "(NAME defaults to 'judger_config', or the only config the file defines)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--preset", help="serve a preset config class from judger.presets, e.g. GSM8KJudgerConfig"
     )
-    parser.add_argument(
+    group.add_argument(
         "--set",
         dest="overrides",
         action="append",
         metavar="KEY=VALUE",
         help="set a config field (JSON value or string); repeatable, e.g. --set timeout=10",
     )
-    parser.add_argument(
+
+
+def _add_access_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
-    parser.add_argument(
+    group.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    group.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    group.add_argument(
         "--token",
         help=f"require 'Authorization: Bearer TOKEN'; visible to other users in `ps`: prefer ${TOKEN_ENV} "
         "or --token-file",
     )
-    parser.add_argument(
+    group.add_argument(
         "--token-file", metavar="PATH", help="read the token from this file (first line; kept out of `ps`)"
     )
-    parser.add_argument(
+    group.add_argument(
         "--allowed-host",
         dest="allowed_hosts",
         action="append",
@@ -56,83 +69,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a Host header value the server answers (repeatable; '*' for any). Default: the loopback "
         "names when bound to loopback, else the --host address",
     )
-    parser.add_argument(
+
+
+def _add_limit_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="larger requests get 413 (default 8 MiB)"
     )
-    parser.add_argument(
+    group.add_argument(
         "--max-concurrency",
         type=int,
         default=512,
         help="judge requests served at once per worker; more get 503 + Retry-After (default 512)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--max-client-requests",
         type=int,
         default=None,
         help="judge requests one client address may have open, body reading included; more get 429 "
         "(default 2 x --max-concurrency)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--body-timeout",
         type=float,
         default=30.0,
         help="seconds a client has to send a request body; slower ones get 408 (default 30)",
     )
-    parser.add_argument(
+
+
+def _add_get_reward_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--failure-reward",
         default="0.0",
         help="/get_reward's reward for a sample the judger failed on (default 0.0); 'none': answer 5xx "
         "instead, so OpenRLHF retries",
     )
-    parser.add_argument(
+    group.add_argument(
         "--log-key",
         dest="log_keys",
         action="append",
         metavar="KEY",
         help="a reward field /get_reward reports in extra_logs (repeatable; default: acc)",
     )
-    parser.add_argument(
-        "--batch-window",
-        type=float,
-        default=0.0,
-        help="seconds concurrent single requests wait to be judged as one batch (default 0: those "
-        "arriving in the same event-loop turn)",
-    )
-    parser.add_argument(
-        "--graceful-timeout",
-        type=float,
-        default=30.0,
-        help="on shutdown, seconds to let requests in flight finish (default 30)",
-    )
-    serve_limits.add_arguments(parser)
-    parser.add_argument(
+    group.add_argument(
         "--tokenizer",
         metavar="PATH",
         help="/get_reward: the tokenizer directory of the policy (OpenRLHF's --pretrain); its special-token "
         "text is stripped from each response, as OpenRLHF sends it decoded with special tokens",
     )
-    parser.add_argument(
+    group.add_argument(
         "--strip-text",
         dest="strip_texts",
         action="append",
         metavar="TEXT",
         help="/get_reward: a text to strip from each response, e.g. '<|im_end|>' (repeatable)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--data-source",
         metavar="NAME",
         help="/get_reward: the data_source of every query that carries none (OpenRLHF sends none); "
         "a routing config needs it, or --data-sources-sent",
     )
-    parser.add_argument(
+    group.add_argument(
         "--data-sources-sent",
         action="store_true",
         help="/get_reward: the client sends data_sources (OpenRLHF does not), so a routing config may serve",
     )
-    parser.add_argument(
+
+
+def _add_runtime_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--batch-window",
+        type=float,
+        default=0.0,
+        help="seconds concurrent single requests wait to be judged as one batch (default 0: those "
+        "arriving in the same event-loop turn)",
+    )
+    group.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=30.0,
+        help="on shutdown, seconds to let requests in flight finish (default 30)",
+    )
+    group.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
-    parser.add_argument(
+    group.add_argument(
         "--access-log", action="store_true", help="log every request (off by default: it costs)"
     )
 

@@ -21,6 +21,7 @@ MAX_ECHO = 64
 # the server for 0.75 s. A body has at most as many keys as colons; one with more colons than this
 # is parsed (and refused, if it is over a limit) in a separate process.
 KEY_BUDGET = 20_000
+_CONTAINERS = (dict, list)
 
 
 def costly(body: bytes) -> bool:
@@ -76,50 +77,52 @@ def check_shape(value: Any, limits: BodyLimits) -> None:
     The walk keeps no paths (building one per node would cost more than the walk); the path of a
     violation is found afterwards, by a second search that runs only on the refused body.
     """
+    if type(value) is dict or type(value) is list:
+        _walk(value, limits)
+    # a scalar body (null, a number) has nothing to walk; its endpoint says what it expected
+    elif type(value) is str and len(value) > limits.max_string_chars:
+        raise BodyError(f"body: {_too_long(value, limits.max_string_chars)}")
+
+
+def _walk(root: dict[str, Any] | list[Any], limits: BodyLimits) -> None:
+    """The walk of a container body: the first limit crossed raises."""
     nodes = 0
-    max_keys, max_key, max_str, max_depth = (
+    max_keys, max_key, max_str, max_depth, max_nodes = (
         limits.max_keys_per_object,
         limits.max_key_chars,
         limits.max_string_chars,
         limits.max_depth,
+        limits.max_nodes,
     )
-    # a scalar body (null, a number) has nothing to walk; its endpoint says what it expected
-    stack: list[tuple[Any, int]] = [(value, 0)] if type(value) is dict or type(value) is list else []
+    stack: list[tuple[Any, int]] = [(root, 0)]
     while stack:
         item, depth = stack.pop()
+        if depth >= max_depth:
+            raise BodyError(f"{_path_to(root, item)}: nested deeper than {max_depth} levels")
+        nodes += len(item)
         if type(item) is dict:
-            if depth >= max_depth:
-                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
             if len(item) > max_keys:
-                raise BodyError(
-                    f"{_path_to(value, item)}: object with {len(item)} keys > limit of {max_keys}"
-                )
-            nodes += len(item)
+                raise BodyError(f"{_path_to(root, item)}: object with {len(item)} keys > limit of {max_keys}")
             for key, child in item.items():
                 if len(key) > max_key:
-                    where = _path_to(value, item)
+                    where = _path_to(root, item)
                     raise BodyError(f"{where}: key {echo(key)} longer than {max_key} characters")
                 kind = type(child)
                 if kind is str:
                     if len(child) > max_str:
-                        raise BodyError(f"{_path_to(value, item)}.{key}: {_too_long(child, max_str)}")
-                elif kind is dict or kind is list:
+                        raise BodyError(f"{_path_to(root, item)}.{key}: {_too_long(child, max_str)}")
+                elif kind in _CONTAINERS:
                     stack.append((child, depth + 1))
         else:  # a list (strings and scalars are checked where they are found)
-            if depth >= max_depth:
-                raise BodyError(f"{_path_to(value, item)}: nested deeper than {max_depth} levels")
-            nodes += len(item)
             for child in item:
                 kind = type(child)
                 if kind is str:
                     if len(child) > max_str:
-                        raise BodyError(f"{_path_to(value, item)}[...]: {_too_long(child, max_str)}")
-                elif kind is dict or kind is list:
+                        raise BodyError(f"{_path_to(root, item)}[...]: {_too_long(child, max_str)}")
+                elif kind in _CONTAINERS:
                     stack.append((child, depth + 1))
-        if nodes > limits.max_nodes:
-            raise BodyError(f"body: more than {limits.max_nodes} keys and items in all")
-    if type(value) is str and len(value) > max_str:
-        raise BodyError(f"body: {_too_long(value, max_str)}")
+        if nodes > max_nodes:
+            raise BodyError(f"body: more than {max_nodes} keys and items in all")
 
 
 def _too_long(text: str, limit: int) -> str:

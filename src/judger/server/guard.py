@@ -1,11 +1,17 @@
 """The ASGI layer in front of ``judger serve``: bearer token, body-size limit, body-read deadline,
 per-client and global concurrency limits, and request metrics. Pure ASGI (no per-request task) so it
-costs little per request."""
+costs little per request.
+
+These guards are middleware, not FastAPI dependencies, because they must act before the body is
+read: a dependency runs only once routing is done and, for a route that reads its body, would let
+an unauthenticated, oversized or trickling client cost a body read and a slot first; and because
+the judging protocols are answered here, from the body already read (see ``handlers``), where no
+dependency would run at all. Being in front of the router, the token check also covers every
+route, a new one included, unless its path is listed in ``open_paths``."""
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 from collections import defaultdict
@@ -13,9 +19,9 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMap
 from typing import Any
 
 from judger.core.deadlines import deadline
-from judger.core.errors import RoutingError
-from judger.server.body import BodyError
+from judger.server.auth import CHALLENGE, UNAUTHORIZED, BearerToken
 from judger.server.metrics import ServerMetrics
+from judger.server.replies import error_reply
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,15 +32,19 @@ Handler = Callable[[bytes, bytes], Awaitable[tuple[int, Any]]]
 """``handler(body, query_string) -> (status, JSON content)``."""
 
 
-class _BodyTooLarge(Exception):
+class _BodyUnread(Exception):
+    """The body could not be read: too large, too slow, or its client went away."""
+
+
+class _BodyTooLarge(_BodyUnread):
     pass
 
 
-class _ClientGone(Exception):
+class _ClientGone(_BodyUnread):
     pass
 
 
-class _BodyTimeout(Exception):
+class _BodyTimeout(_BodyUnread):
     pass
 
 
@@ -44,6 +54,26 @@ async def _within(seconds: float, awaitable: Awaitable[bytes]) -> bytes:
             return await awaitable
     except (TimeoutError, asyncio.TimeoutError):
         raise _BodyTimeout from None
+
+
+_CLOSE = [(b"connection", b"close")]
+
+
+class _TrackedSend:
+    """``send``, noting the status the request was answered with (for the request metrics)."""
+
+    __slots__ = ("send", "started", "status")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.status = 500
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.started = True
+        await self.send(message)
 
 
 async def _send_json(
@@ -97,7 +127,7 @@ class GuardMiddleware:
     ) -> None:
         self.app = app
         self.metrics = metrics
-        self.token = token.encode() if token else None
+        self.auth = BearerToken(token, open_paths)
         self.max_body_bytes = max_body_bytes
         self.max_concurrency = max_concurrency
         self.retry_after = str(max(0, round(retry_after))).encode()
@@ -113,15 +143,6 @@ class GuardMiddleware:
         self.handlers = dict(handlers or {})
         self.encode = encode or (lambda content: json.dumps(content).encode())
 
-    def _authorized(self, scope: Scope) -> bool:
-        if self.token is None or scope["path"] in self.open_paths:
-            return True
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, credential = value.partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self.token)
-        return False
-
     def _content_length(self, scope: Scope) -> int | None:
         for name, value in scope["headers"]:
             if name == b"content-length":
@@ -136,97 +157,91 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        endpoint = path if path in self.known_paths else "other"
         started = time.perf_counter()
-        status = 500
-        response_started = False
-
-        async def send_tracked(message: Message) -> None:
-            nonlocal status, response_started
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                response_started = True
-            await send(message)
-
-        limited = path in self.limited_paths
-        counted = False
-        client: str | None = None
+        tracked = _TrackedSend(send)
         try:
-            if not self._authorized(scope):
-                self.metrics.reject("unauthorized")
-                await _send_json(
-                    send_tracked,
-                    401,
-                    {"detail": "missing or wrong bearer token (Authorization: Bearer <token>)"},
-                    [(b"www-authenticate", b"Bearer")],
-                )
-                return
-            length = self._content_length(scope)
-            if length is not None and length > self.max_body_bytes:
-                self.metrics.reject("too_large")
-                await _send_json(send_tracked, 413, self._too_large(length), [(b"connection", b"close")])
-                return
-            if limited:
-                peer = scope.get("client")
-                key = str(peer[0]) if peer else ""
-                if self.per_client[key] >= self.max_client_requests:
-                    self.metrics.reject("client_limit")
-                    detail = f"this client has {self.max_client_requests} requests open; retry later"
-                    await _send_json(
-                        send_tracked, 429, {"detail": detail}, [(b"retry-after", self.retry_after)]
-                    )
-                    return
-                self.per_client[key] += 1
-                client = key
-                body = await _within(self.body_timeout, self._read_body(receive))
-                if self.metrics.in_flight >= self.max_concurrency:
-                    self.metrics.reject("overload")
-                    detail = f"server busy: {self.max_concurrency} requests in flight; retry later"
-                    await _send_json(
-                        send_tracked, 503, {"detail": detail}, [(b"retry-after", self.retry_after)]
-                    )
-                    return
-                self.metrics.in_flight += 1
-                counted = True
-                handler = self.handlers.get(path) if scope["method"] == "POST" else None
-                if handler is not None:
-                    await self._answer(handler, body, scope, send_tracked)
-                    return
-                receive = _replay(body, receive)
-            elif length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-                body = await _within(self.body_timeout, self._read_body(receive))
-                receive = _replay(body, receive)
-            await self.app(scope, receive, send_tracked)
-        except _BodyTooLarge:
+            await self._guarded(scope, receive, tracked)
+        finally:
+            endpoint = path if path in self.known_paths else "other"
+            self.metrics.observe_request(endpoint, tracked.status, time.perf_counter() - started)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: _TrackedSend) -> None:
+        if not self.auth.authorized(scope):
+            self.metrics.reject("unauthorized")
+            await _send_json(send, 401, {"detail": UNAUTHORIZED}, [CHALLENGE])
+            return
+        length = self._content_length(scope)
+        if length is not None and length > self.max_body_bytes:
             self.metrics.reject("too_large")
-            if not response_started:
-                await _send_json(send_tracked, 413, self._too_large(None), [(b"connection", b"close")])
-        except _BodyTimeout:
+            await _send_json(send, 413, self._too_large(length), _CLOSE)
+            return
+        if scope["path"] in self.limited_paths:
+            await self._limited(scope, receive, send)
+            return
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            try:
+                body = await _within(self.body_timeout, self._read_body(receive))
+            except _BodyUnread as exc:
+                await self._unread(exc, send)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: _TrackedSend) -> None:
+        """A judging request: a per-client slot while its body is read, then a judging slot."""
+        peer = scope.get("client")
+        client = str(peer[0]) if peer else ""
+        if self.per_client[client] >= self.max_client_requests:
+            self.metrics.reject("client_limit")
+            detail = f"this client has {self.max_client_requests} requests open; retry later"
+            await _send_json(send, 429, {"detail": detail}, [(b"retry-after", self.retry_after)])
+            return
+        self.per_client[client] += 1
+        try:
+            body = await _within(self.body_timeout, self._read_body(receive))
+            await self._judged(body, scope, receive, send)
+        except _BodyUnread as exc:
+            await self._unread(exc, send)
+        finally:
+            left = self.per_client[client] - 1
+            if left:
+                self.per_client[client] = left
+            else:
+                del self.per_client[client]
+
+    async def _judged(self, body: bytes, scope: Scope, receive: Receive, send: _TrackedSend) -> None:
+        if self.metrics.in_flight >= self.max_concurrency:
+            self.metrics.reject("overload")
+            detail = f"server busy: {self.max_concurrency} requests in flight; retry later"
+            await _send_json(send, 503, {"detail": detail}, [(b"retry-after", self.retry_after)])
+            return
+        self.metrics.in_flight += 1
+        try:
+            handler = self.handlers.get(scope["path"]) if scope["method"] == "POST" else None
+            if handler is not None:
+                await self._answer(handler, body, scope, send)
+            else:
+                await self.app(scope, _replay(body, receive), send)
+        finally:
+            self.metrics.in_flight -= 1
+
+    async def _unread(self, exc: _BodyUnread, send: _TrackedSend) -> None:
+        if isinstance(exc, _BodyTooLarge):
+            self.metrics.reject("too_large")
+            if not send.started:
+                await _send_json(send, 413, self._too_large(None), _CLOSE)
+        elif isinstance(exc, _BodyTimeout):
             self.metrics.reject("body_timeout")
             detail = f"request body not received within {self.body_timeout:g} s"
-            await _send_json(send_tracked, 408, {"detail": detail}, [(b"connection", b"close")])
-        except _ClientGone:
-            status = 499  # nginx's "client closed request": nobody to answer
-        finally:
-            if counted:
-                self.metrics.in_flight -= 1
-            if client is not None:
-                left = self.per_client[client] - 1
-                if left:
-                    self.per_client[client] = left
-                else:
-                    del self.per_client[client]
-            self.metrics.observe_request(endpoint, status, time.perf_counter() - started)
+            await _send_json(send, 408, {"detail": detail}, _CLOSE)
+        else:
+            send.status = 499  # nginx's "client closed request": nobody to answer
 
     async def _answer(self, handler: Handler, body: bytes, scope: Scope, send: Send) -> None:
         try:
             status, content = await handler(body, scope.get("query_string", b""))
-        except BodyError as exc:
-            status, content = exc.status, {"detail": str(exc), "message": str(exc)}
-        except RoutingError as exc:  # the client's data_source names no branch: its request is wrong
-            status, content = 422, {"detail": str(exc)[:2000], "message": str(exc)[:2000]}
-        except Exception as exc:  # a judger with on_error="raise", a configuration error
-            status, content = 500, {"detail": f"judging raised {type(exc).__name__}: {exc}"[:2000]}
+        except Exception as exc:  # the same replies as the app's exception handlers give
+            status, content = error_reply(exc)
         data = self.encode(content)
         await send(
             {
