@@ -10,6 +10,7 @@ back from the file when it is opened. The states themselves are dropped once ind
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import math
 import os
@@ -32,11 +33,28 @@ from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import InputError, RowError, iter_rows, json_default, parse_row
 from judger.trainer.metrics import compute_validation_metrics, data_source_name, prompt_key
 
+# the columns of an index, as saved: numbers (numpy arrays) and texts (Arrow string arrays)
+NUMERIC_COLUMNS = (
+    "row",
+    "response_index",
+    "source",
+    "group",
+    "score",
+    "verdict",
+    "length",
+    "prompt_hash",
+    "place",
+)
+TEXT_COLUMNS = ("prompt_text", "response_text", "pred", "reward_json", "reason")
+
 # what a sample's outcome is, as the filters name it
 VERDICTS = ("right", "wrong", "failed", "timed_out", "skipped")
 RIGHT, WRONG, FAILED, TIMED_OUT, SKIPPED = range(len(VERDICTS))
 
 Scorer = Callable[[list[RolloutState]], None]
+# told how far the indexing is: the phase ("reading", "scoring", "summarising") and a count in it
+Progress = Callable[[str, int], None]
+PROGRESS_ROWS = 5000
 
 
 def _number(value: Any) -> float | None:
@@ -97,14 +115,22 @@ class ReadResult:
     states: list[RolloutState] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
     errors: list[RowError] = field(default_factory=list)
+    truncated: bool = False
 
 
-def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
+def read_with_outcomes(
+    path: Path, *, restore: bool = True, max_rows: int | None = None, progress: Progress | None = None
+) -> ReadResult:
     """Every row's states (stored rewards kept when ``restore``), their row numbers, and the rows
-    that failed."""
+    that failed; only the first ``max_rows`` rows when given (``truncated`` says if more were left)."""
     out = ReadResult()
     try:
         for number, row in iter_rows(path):
+            if max_rows is not None and number > max_rows:
+                out.truncated = True
+                break
+            if progress is not None and number % PROGRESS_ROWS == 0:
+                progress("reading", number)
             if isinstance(row, RowError):
                 out.errors.append(row)
                 continue
@@ -125,16 +151,27 @@ def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
     return out
 
 
-def line_offsets(path: Path) -> np.ndarray:
-    """The byte offset of the start of each line (line N starts at ``offsets[N - 1]``)."""
+def line_offsets(path: Path, max_lines: int | None = None) -> np.ndarray:
+    """The byte offset of the start of each line (line N starts at ``offsets[N - 1]``); those of the
+    first ``max_lines`` lines at least when given (the rest of the file is then not read)."""
     starts = [np.zeros(1, dtype=np.int64)]
-    base = 0
+    base = found = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(1 << 24):
+        while chunk := fh.read(1 << 24 if max_lines is None else 1 << 20):
             newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
             starts.append(newlines.astype(np.int64) + base + 1)
             base += len(chunk)
+            found += len(newlines)
+            if max_lines is not None and found >= max_lines:
+                break
     return np.concatenate(starts)
+
+
+def prompt_hash(source: str, prompt: str) -> int:
+    """A 64-bit hash of a prompt and its data_source, the same in every process (``hash`` of a str is
+    salted per process, and two files may be indexed by two processes)."""
+    text = f"{source}\x00{prompt}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
 def _json_text(value: Any) -> str | None:
@@ -154,10 +191,14 @@ class RolloutIndex:
         *,
         scorer: Scorer | None = None,
         rescore: bool = False,
+        max_rows: int | None = None,
+        progress: Progress | None = None,
     ) -> None:
         """Read ``path``; samples with no reward (all of them when ``rescore``) go to ``scorer``.
 
         ``scorer`` is None when nothing may be scored: then samples without a reward stay skipped.
+        With ``max_rows``, only the first rows are read: ``partial`` then says if the file has more.
+        ``progress`` is told each phase as it starts, and the rows read every few thousand.
         """
         import time
 
@@ -169,16 +210,21 @@ class RolloutIndex:
         self.parquet = self.path.suffix.lower() in (".parquet", ".pq")
         # scoring again reads the rows as `judger score` does: stored rewards and failures dropped
         with _gc_paused():
-            read = read_with_outcomes(self.path, restore=not rescore)
+            read = read_with_outcomes(self.path, restore=not rescore, max_rows=max_rows, progress=progress)
+        self.partial = read.truncated
         states, self.errors = read.states, read.errors
         to_judge = [s for s in states if s.status == Status.COMPLETED and s.reward is None]
         self.scored = 0
         elapsed = 0.0
         if to_judge and scorer is not None:
+            if progress is not None:
+                progress("scoring", len(to_judge))
             start = time.perf_counter()
             scorer(to_judge)
             elapsed = time.perf_counter() - start
             self.scored = len(to_judge)
+        if progress is not None:
+            progress("summarising", len(states))
         summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=self.errors)
         # the same object `judger score --format json` prints for this file
         self.summary: dict[str, Any] = {"input": str(path), **summary}
@@ -188,9 +234,63 @@ class RolloutIndex:
             self._columns(states, read.rows)
         del states, read, to_judge
         self._spill_texts()
-        self.offsets = None if self.parquet else line_offsets(self.path)
+        self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
         _release_memory()
         self._row_groups: np.ndarray | None = None
+
+    # --- kept on disk ------------------------------------------------------------------------------
+
+    def save(self, stem: Path) -> None:
+        """Write the index next to ``stem`` (``.arrow``: the columns; ``.npy``: the line offsets;
+        ``.json``: the rest, written last, so a half-written index is never read back)."""
+        table = pa.table(
+            {
+                **{name: pa.array(getattr(self, name)) for name in NUMERIC_COLUMNS},
+                **{name: getattr(self, name) for name in TEXT_COLUMNS},
+                "status": self.status,
+            }
+        )
+        part = f".{os.getpid()}.part"
+        arrow, offsets, meta = (stem.with_suffix(s) for s in (".arrow", ".npy", ".json"))
+        with pa.OSFile(str(arrow) + part, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(str(arrow) + part, arrow)
+        if self.offsets is not None:
+            with open(str(offsets) + part, "wb") as fh:
+                np.save(fh, self.offsets)
+            os.replace(str(offsets) + part, offsets)
+        facts = {
+            "path": str(self.path),
+            "parquet": self.parquet,
+            "partial": self.partial,
+            "sources": self.sources,
+            "n_groups": self.n_groups,
+            "scored": self.scored,
+            "summary": self.summary,
+            "errors": [[e.row, e.message] for e in self.errors],
+        }
+        Path(str(meta) + part).write_text(json.dumps(facts, default=json_default))
+        os.replace(str(meta) + part, meta)
+
+    @classmethod
+    def load(cls, stem: Path) -> RolloutIndex:
+        """The index :meth:`save` wrote at ``stem``: its columns memory-mapped, not read into memory."""
+        facts = json.loads(stem.with_suffix(".json").read_text())
+        table = pa.ipc.open_file(pa.memory_map(str(stem.with_suffix(".arrow")), "r")).read_all()
+        self = cls.__new__(cls)
+        self.path = Path(facts["path"])
+        self.parquet, self.partial = facts["parquet"], facts["partial"]
+        self.sources, self.n_groups, self.scored = facts["sources"], facts["n_groups"], facts["scored"]
+        self.summary = facts["summary"]
+        self.errors = [RowError(row, message) for row, message in facts["errors"]]
+        self.n = table.num_rows
+        for name in (*NUMERIC_COLUMNS, *TEXT_COLUMNS, "status"):
+            column = table.column(name)
+            array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            setattr(self, name, array.to_numpy(zero_copy_only=False) if name in NUMERIC_COLUMNS else array)
+        self.offsets = None if self.parquet else np.load(stem.with_suffix(".npy"), mmap_mode="r")
+        self._row_groups = None
+        return self
 
     def _columns(self, states: Sequence[RolloutState], rows: Sequence[int]) -> None:
         n = len(states)
@@ -237,7 +337,7 @@ class RolloutIndex:
         hashes = np.empty(n, dtype=np.int64)
         place = np.empty(n, dtype=np.int64)
         for i in range(n):
-            h = hash((self.sources[self.source[i]], prompts[i]))
+            h = prompt_hash(self.sources[self.source[i]], prompts[i])
             hashes[i] = h
             place[i] = seen.get(h, 0)
             seen[h] = int(place[i]) + 1
@@ -250,7 +350,7 @@ class RolloutIndex:
         cache, which the system can reclaim, instead of in the server's own memory. The file is
         unlinked at once (the mapping keeps it until the server exits), so nothing is left behind.
         """
-        names = ("prompt_text", "response_text", "pred", "reward_json", "reason")
+        names = TEXT_COLUMNS
         table = pa.table({name: getattr(self, name) for name in names})
         fd, spill = tempfile.mkstemp(prefix="judger-view-", suffix=".arrow")
         os.close(fd)
@@ -478,14 +578,19 @@ def _row_group(path: str, group: int) -> pa.Table:
 def diff(a: RolloutIndex, b: RolloutIndex) -> tuple[np.ndarray, np.ndarray]:
     """The samples (indices in ``a`` and in ``b``) whose verdict differs, paired by data_source,
     prompt and place among that prompt's samples."""
-    where_b = {(int(h), int(k)): j for j, (h, k) in enumerate(zip(b.prompt_hash, b.place))}
-    left, right = [], []
-    for i, (h, k) in enumerate(zip(a.prompt_hash, a.place)):
-        j = where_b.get((int(h), int(k)))
-        if j is None or a.verdict[i] == b.verdict[j]:
-            continue
-        # a hash is not proof: the pair is kept only if the two prompts are the same text
-        if a.prompt_text[i].as_py() == b.prompt_text[j].as_py() and a.source_name(i) == b.source_name(j):
-            left.append(i)
-            right.append(j)
-    return np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    left = pa.table({"h": a.prompt_hash, "k": a.place, "i": np.arange(a.n, dtype=np.int64)})
+    right = pa.table({"h": b.prompt_hash, "k": b.place, "j": np.arange(b.n, dtype=np.int64)})
+    joined = left.join(right, keys=["h", "k"], join_type="inner")
+    i = joined.column("i").to_numpy()
+    j = joined.column("j").to_numpy()
+    flipped = a.verdict[i] != b.verdict[j]
+    i, j = i[flipped], j[flipped]
+    # a hash is not proof: the pair is kept only if the two prompts are the same text
+    same = pc.equal(a.prompt_text.take(pa.array(i)), b.prompt_text.take(pa.array(j))).to_numpy(
+        zero_copy_only=False
+    )
+    sources_a, sources_b = np.asarray(a.sources, dtype=object), np.asarray(b.sources, dtype=object)
+    same &= sources_a[a.source[i]] == sources_b[b.source[j]]
+    i, j = i[same], j[same]
+    order = np.argsort(i, kind="stable")
+    return i[order].astype(np.int64), j[order].astype(np.int64)
