@@ -138,20 +138,28 @@ def queries(rows: int) -> dict[str, list[str]]:
     }
 
 
-def session(files: list[Path], cache: Path, rows: int, repeat: int, label: str) -> None:
-    """One ``judger view FILES`` as a user starts it: first page, filters while indexing and after."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    command = [
-        sys.executable,
-        "-m",
-        "judger",
-        "view",
-        *map(str, files),
-        "--no-browser",
-        "--cache-dir",
-        str(cache),
-    ]
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _env(src: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def interpreter_start(src: Path) -> float:
+    """Seconds to start Python and import judger's CLI: what any `judger` command costs first."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import judger.cli.main"], check=True, env=_env(src))
+    return time.perf_counter() - start
+
+
+def session(
+    files: list[Path], cache: Path | None, rows: int, repeat: int, label: str, src: Path = SRC
+) -> None:
+    """One ``judger view FILES`` as a user starts it: first page, filters while indexing and after
+    (``cache`` None: a checkout whose view keeps no index)."""
+    env = _env(src)
+    kept = ["--cache-dir", str(cache)] if cache is not None else []
+    command = [sys.executable, "-m", "judger", "view", *map(str, files), "--no-browser", *kept]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     print(f"\n== {label}: judger view {' '.join(f.name for f in files)}")
@@ -168,6 +176,7 @@ def session(files: list[Path], cache: Path, rows: int, repeat: int, label: str) 
                 f" summary {summary:.2f} s"
             )
             meta = client.get("api/meta").json()
+            meta.setdefault("complete", True)
             if not meta["complete"]:
                 shown = meta["files"][0]["samples"]
                 best, _ = timed(client, ["api/samples?verdict=wrong&q=square&sort=-length"], repeat)
@@ -178,7 +187,7 @@ def session(files: list[Path], cache: Path, rows: int, repeat: int, label: str) 
                 meta = client.get("api/meta").json()
             print(
                 f"  whole file(s) indexed: {time.perf_counter() - start:.2f} s"
-                f" (kept before: {[f['cached'] for f in meta['files']]})"
+                f" (kept before: {[f.get('cached') for f in meta['files']]})"
             )
             print(f"  server memory when indexed: {memory(proc.pid)}")
             for name, paths in queries(rows).items():
@@ -197,6 +206,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5, help="median of this many runs of each query")
+    parser.add_argument(
+        "--baseline", type=Path, metavar="SRC", help="another checkout's src/ to time the same way, one file"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp) / "a.jsonl", Path(tmp) / "b.jsonl"
@@ -204,12 +216,16 @@ def main() -> None:
         generate(b, args.rows, 0.05, 1)
         print(f"{args.rows} rows, {a.stat().st_size / 1e6:.0f} MB a file")
         cache = Path(tmp) / "cache"
+        print(f"Python and judger's imports alone: {interpreter_start(SRC):.2f} s")
+        if args.baseline:
+            session([a], None, args.rows, args.repeat, f"baseline {args.baseline}, one file", args.baseline)
         session([a], cache, args.rows, args.repeat, "one file, cold (not indexed before)")
         session([a], cache, args.rows, args.repeat, "one file, warm (its index kept)")
         session([a, b], cache, args.rows, args.repeat, "two files, b cold (a kept)")
         shutil.rmtree(cache)
         session([a, b], cache, args.rows, args.repeat, "two files, both cold")
         session([a, b], cache, args.rows, args.repeat, "two files, warm")
+        print(f"Python and judger's imports alone: {interpreter_start(SRC):.2f} s")
         # the largest resident set of the server and of its worker processes, all exited by now
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"\npeak resident set of any process (server or indexing worker): {peak:.0f} MiB")

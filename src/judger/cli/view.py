@@ -110,10 +110,10 @@ def _check_config(args: argparse.Namespace) -> str | None:
     return None
 
 
-def start_indexing(args: argparse.Namespace, paths: list[str]) -> list[Any]:
-    """A :class:`LiveIndex` per file, each filled by a thread of its own (see view_live)."""
+def plan_indexing(args: argparse.Namespace, paths: list[str]) -> list[tuple[Any, Any]]:
+    """A :class:`LiveIndex` per file, and the job that fills it (see view_live)."""
     from judger.cli.view_cache import IndexCache, scoring_key
-    from judger.cli.view_live import IndexJob, LiveIndex, index_in_background
+    from judger.cli.view_live import IndexJob, LiveIndex
     from judger.cli.view_worker import SCORING_ARGS, in_worker
 
     explicit = bool(args.config or args.preset or args.compat)
@@ -125,13 +125,30 @@ def start_indexing(args: argparse.Namespace, paths: list[str]) -> list[Any]:
             _say(f"judger view: {warning}")
     scoring = {name: getattr(args, name) for name in SCORING_ARGS}
     key = scoring_key(args.config, args.preset, args.compat, explicit)
-    indexes = []
-    for path in paths:
-        live = LiveIndex(path)
-        job = IndexJob(Path(path), in_worker(Path(path), scoring, explicit), explicit, cache, key)
-        index_in_background(live, job)
-        indexes.append(live)
-    return indexes
+    return [
+        (
+            LiveIndex(path),
+            IndexJob(Path(path), in_worker(Path(path), scoring, explicit), explicit, cache, key),
+        )
+        for path in paths
+    ]
+
+
+def _index_once_serving(server: Any, plan: list[tuple[Any, Any]]) -> None:
+    """Start indexing once the server answers: the page is served first, not after the imports and
+    reading of the indexing (they share the interpreter)."""
+    import threading
+    import time
+
+    from judger.cli.view_live import index_in_background
+
+    def begin() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.01)
+        for live, job in plan:
+            index_in_background(live, job)
+
+    threading.Thread(target=begin, name="start indexing", daemon=True).start()
 
 
 def _tell_when_indexed(indexes: list[Any]) -> None:
@@ -164,21 +181,23 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         _say(f"judger view: cannot listen on 127.0.0.1:{args.port}: {exc}")
         return 2
-    indexes = start_indexing(args, paths)
-    _tell_when_indexed(indexes)
     import uvicorn
 
     from judger.cli.view_app import create_app
     from judger.cli.view_worker import stop_workers
 
+    plan = plan_indexing(args, paths)
+    indexes = [live for live, _ in plan]
     app = create_app(indexes[0], indexes[1] if len(indexes) > 1 else None)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    _index_once_serving(server, plan)
+    _tell_when_indexed(indexes)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     print(f"judger view: {url}", flush=True)
     if not args.no_browser:
         import webbrowser
 
         webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
         server.run(sockets=[sock])
     finally:

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
 from pydantic import ValidationError
 
@@ -233,9 +232,10 @@ class RolloutIndex:
         with _gc_paused():
             self._columns(states, read.rows)
         del states, read, to_judge
-        self._spill_texts()
         self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
-        _release_memory()
+        if max_rows is None:  # a preview is small and short-lived: kept as it is
+            self._spill_texts()
+            _release_memory()
         self._row_groups: np.ndarray | None = None
 
     # --- kept on disk ------------------------------------------------------------------------------
@@ -446,6 +446,8 @@ class RolloutIndex:
         if max_score is not None:
             keep &= self.score <= max_score
         if query:
+            import pyarrow.compute as pc  # here: its import is a noticeable part of the start-up
+
             hit = pc.or_(
                 pc.match_substring(self.prompt_text, query, ignore_case=True),
                 pc.match_substring(self.response_text, query, ignore_case=True),
@@ -585,6 +587,8 @@ def diff(a: RolloutIndex, b: RolloutIndex) -> tuple[np.ndarray, np.ndarray]:
     j = joined.column("j").to_numpy()
     flipped = a.verdict[i] != b.verdict[j]
     i, j = i[flipped], j[flipped]
+    import pyarrow.compute as pc
+
     # a hash is not proof: the pair is kept only if the two prompts are the same text
     same = pc.equal(a.prompt_text.take(pa.array(i)), b.prompt_text.take(pa.array(j))).to_numpy(
         zero_copy_only=False

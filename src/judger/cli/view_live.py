@@ -23,7 +23,7 @@ from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer
 from judger.trainer.io import InputError
 
 # rows indexed before the page is served: a few hundred milliseconds of reading
-PREVIEW_ROWS = 2000
+PREVIEW_ROWS = 1000
 
 # builds the whole index of a file: given where to keep it (or None) and whom to tell how far it is
 Builder = Callable[[Path | None, Progress], RolloutIndex]
@@ -62,6 +62,8 @@ class LiveIndex:
 
     def publish(self, index: RolloutIndex, *, complete: bool, cached: bool = False) -> None:
         with self._changed:
+            if self.complete and not complete:  # a preview never replaces the whole file
+                return
             self._index, self.complete, self.cached = index, complete, cached
             if complete:
                 self.phase = "complete"
