@@ -209,6 +209,10 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, metavar="SRC", help="another checkout's src/ to time the same way, one file"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --baseline: rounds of baseline then this checkout, cold"
+    )
+    parser.add_argument("--only-baseline", action="store_true", help="with --baseline: only the rounds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp) / "a.jsonl", Path(tmp) / "b.jsonl"
@@ -217,18 +221,26 @@ def main() -> None:
         print(f"{args.rows} rows, {a.stat().st_size / 1e6:.0f} MB a file")
         cache = Path(tmp) / "cache"
         print(f"Python and judger's imports alone: {interpreter_start(SRC):.2f} s")
-        if args.baseline:
+        for _ in range(args.rounds if args.baseline else 0):
             session([a], None, args.rows, args.repeat, f"baseline {args.baseline}, one file", args.baseline)
-        session([a], cache, args.rows, args.repeat, "one file, cold (not indexed before)")
-        session([a], cache, args.rows, args.repeat, "one file, warm (its index kept)")
-        session([a, b], cache, args.rows, args.repeat, "two files, b cold (a kept)")
-        shutil.rmtree(cache)
-        session([a, b], cache, args.rows, args.repeat, "two files, both cold")
-        session([a, b], cache, args.rows, args.repeat, "two files, warm")
+            shutil.rmtree(cache, ignore_errors=True)
+            session([a], cache, args.rows, args.repeat, "one file, cold (not indexed before)")
+        if not (args.baseline and args.only_baseline):
+            sessions(a, b, cache, args)
         print(f"Python and judger's imports alone: {interpreter_start(SRC):.2f} s")
         # the largest resident set of the server and of its worker processes, all exited by now
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"\npeak resident set of any process (server or indexing worker): {peak:.0f} MiB")
+
+
+def sessions(a: Path, b: Path, cache: Path, args: argparse.Namespace) -> None:
+    shutil.rmtree(cache, ignore_errors=True)
+    session([a], cache, args.rows, args.repeat, "one file, cold (not indexed before)")
+    session([a], cache, args.rows, args.repeat, "one file, warm (its index kept)")
+    session([a, b], cache, args.rows, args.repeat, "two files, b cold (a kept)")
+    shutil.rmtree(cache)
+    session([a, b], cache, args.rows, args.repeat, "two files, both cold")
+    session([a, b], cache, args.rows, args.repeat, "two files, warm")
 
 
 if __name__ == "__main__":

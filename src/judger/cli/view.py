@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import socket
 import sys
 from collections.abc import Callable
@@ -140,13 +141,16 @@ def _index_once_serving(server: Any, plan: list[tuple[Any, Any]]) -> None:
     import threading
     import time
 
-    from judger.cli.view_live import index_in_background
+    from judger.cli.view_live import IndexUnavailable, index_in_background
 
     def begin() -> None:
         while not server.started and not server.should_exit:
             time.sleep(0.01)
         for live, job in plan:
             index_in_background(live, job)
+            # the first file's first rows before the second's: the page shows the first file first
+            with contextlib.suppress(IndexUnavailable):
+                live.current(timeout=10)
 
     threading.Thread(target=begin, name="start indexing", daemon=True).start()
 
@@ -163,7 +167,9 @@ def _tell_when_indexed(indexes: list[Any]) -> None:
         index = live.current()
         for error in index.errors[:20]:
             _say(f"{index.path}: {error}")
-        if index.scored:
+        if live.cached:
+            _say(f"{index.path}: its index kept from an earlier judger view")
+        elif index.scored:
             _say(f"{index.path}: scored {index.scored} samples on the way in")
 
     for live in indexes:

@@ -192,12 +192,15 @@ class RolloutIndex:
         rescore: bool = False,
         max_rows: int | None = None,
         progress: Progress | None = None,
+        spill: bool = True,
     ) -> None:
         """Read ``path``; samples with no reward (all of them when ``rescore``) go to ``scorer``.
 
         ``scorer`` is None when nothing may be scored: then samples without a reward stay skipped.
         With ``max_rows``, only the first rows are read: ``partial`` then says if the file has more.
         ``progress`` is told each phase as it starts, and the rows read every few thousand.
+        ``spill`` False keeps the texts in memory, as they are: for an index saved at once, or a
+        preview (see :meth:`_spill_texts`).
         """
         import time
 
@@ -233,7 +236,7 @@ class RolloutIndex:
             self._columns(states, read.rows)
         del states, read, to_judge
         self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
-        if max_rows is None:  # a preview is small and short-lived: kept as it is
+        if spill and max_rows is None:  # a preview is small and short-lived: kept as it is
             self._spill_texts()
             _release_memory()
         self._row_groups: np.ndarray | None = None

@@ -123,7 +123,7 @@ def in_process(path: Path, scorer: Scorer | None, rescore: bool) -> Builder:
     """A :data:`Builder` that indexes in this process (tests; or where no worker may be started)."""
 
     def build(stem: Path | None, progress: Progress) -> RolloutIndex:
-        index = RolloutIndex(path, scorer=scorer, rescore=rescore, progress=progress)
+        index = RolloutIndex(path, scorer=scorer, rescore=rescore, progress=progress, spill=stem is None)
         if stem is None:
             return index
         index.save(stem)

@@ -61,7 +61,8 @@ def work(spec: dict[str, Any]) -> None:
         _tell(phase=phase, count=count)
 
     scorer = make_scorer(args, progress=lambda k: progress("scored", k))
-    index = RolloutIndex(spec["path"], scorer=scorer, rescore=spec["rescore"], progress=progress)
+    # not spilled: saved at once, and the process ends
+    index = RolloutIndex(spec["path"], scorer=scorer, rescore=spec["rescore"], progress=progress, spill=False)
     index.save(Path(spec["stem"]))
     _tell(phase="saved", count=index.n)
 
@@ -73,6 +74,8 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # a scoring that stopped, a bug in a custom judger: told to the server
         _tell(error=f"{type(exc).__name__}: {exc}")
         return 1
+    except KeyboardInterrupt:  # ^C reaches the whole process group: the server says it stopped
+        return 130
     return 0
 
 
