@@ -149,6 +149,7 @@ def index_file(live: LiveIndex, job: IndexJob) -> None:
             preview.save(stem)
             live.publish(RolloutIndex.load(stem), complete=True)
         elif not whole:
+            live.report("whole", 0)
             live.publish(job.build(stem, live.report), complete=True)
         if job.cache is not None:
             job.cache.prune()

@@ -243,6 +243,7 @@ function tab(name) {
 
 const PHASES = {
   starting: () => "starting",
+  whole: () => "starting to index the whole file",
   reading: (f) => `reading rows (${f.count.toLocaleString()} read)`,
   scoring: (f) => `scoring ${f.count.toLocaleString()} samples on the way in (${f.done.toLocaleString()} done)`,
   summarising: (f) => `summarising ${f.count.toLocaleString()} samples`,
@@ -256,7 +257,7 @@ function showIndexing(meta) {
   box.classList.toggle("reason", busy.some((f) => f.error));
   box.replaceChildren(...busy.map((f) => el("div", { "data-phase": f.phase },
     f.error ? `indexing failed: ${f.error}` : `indexing ${f.path}: ${(PHASES[f.phase] || (() => f.phase))(f)}, ${f.elapsed_s} s; ` +
-      `shown meanwhile: the first ${f.samples.toLocaleString()} samples (samples not scored yet count as skipped)`)));
+      (f.samples ? `shown meanwhile: the first ${f.samples.toLocaleString()} samples (those not scored yet count as skipped)` : "reading the first rows"))));
   document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples${f.complete ? "" : " so far"})`).join(" vs ");
   const select = document.querySelector("#filters select[name=source]");
   const chosen = select.value;
@@ -302,6 +303,9 @@ async function start() {
   let meta = (state.meta = await api("api/meta"));
   showIndexing(meta);
   await render(meta);
+  // what was rendered is at least as far as this: the banner says so at once
+  meta = state.meta = await api("api/meta");
+  showIndexing(meta);
   let shown = meta.files.map((f) => f.samples).join();
   while (!meta.complete) {
     if (meta.files.some((f) => f.error)) { document.body.dataset.ready = "failed"; return; }
