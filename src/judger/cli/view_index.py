@@ -4,7 +4,9 @@ The file is read once (by :mod:`judger.trainer.io`, as ``judger score`` reads it
 rewards, summarised by the code ``judger score`` prints with, and then reduced to columns: numpy
 arrays for what the table filters and sorts on, Arrow string arrays for the texts searched, and
 the byte offset (JSONL) or row position (Parquet) of each row, so that one sample's full row is read
-back from the file when it is opened. The states themselves are dropped once indexed.
+back from the file when it is opened. The states themselves are dropped once indexed. An index is
+saved as an Arrow file (and its line offsets as a numpy one) and read back memory-mapped
+(:meth:`RolloutIndex.save`, :meth:`RolloutIndex.load`): a worker process builds it, the server maps it.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 and from the whole file once it is indexed.
 
 :func:`index_in_background` runs in a thread per file: an index kept in the cache is read back
-(memory-mapped) and is complete at once; otherwise the first rows are indexed (a preview, in well
-under a second), then the whole file is (by a :data:`Builder`: a worker process in the CLI, so that
-the server's thread stays free to answer and its memory never holds the file's states), and the
-index kept. Every phase is reported, so the page says what it waits for; a failure is shown, never
+(memory-mapped) and is complete at once; otherwise the first rows are indexed (a preview), then
+the whole file is (by a :data:`Builder`: a worker process in the CLI, so that the server's thread
+stays free to answer and its memory never holds the file's states), and the index kept. Every
+phase is reported, so the page says what it waits for; a failure is shown, never
 a page that stays partial without a word.
 """
 
@@ -22,7 +22,7 @@ from judger.cli.view_cache import IndexCache
 from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer
 from judger.trainer.io import InputError
 
-# rows indexed before the page is served: a few hundred milliseconds of reading
+# rows indexed for the first page: few enough to be read by the time the page asks for them
 PREVIEW_ROWS = 1000
 
 # builds the whole index of a file: given where to keep it (or None) and whom to tell how far it is
