@@ -218,8 +218,16 @@ def test_parquet_rows_are_read_back_by_position(tmp_path: Path, scored: dict[str
 
 def test_judger_view_serves_on_127_0_0_1_only(scored: dict[str, Any], tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judger", "view", str(scored["default"][1]), "--no-browser"]
-        + ["--cache-dir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "judger",
+            "view",
+            str(scored["default"][1]),
+            "--no-browser",
+            "--cache-dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

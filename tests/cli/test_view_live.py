@@ -26,7 +26,7 @@ from judger.cli.main import build_parser, main
 from judger.cli.view import make_scorer
 from judger.cli.view_app import create_app
 from judger.cli.view_cache import IndexCache, scoring_key
-from judger.cli.view_index import RolloutIndex, diff, prompt_hash
+from judger.cli.view_index import RolloutIndex, build_kept, diff, prompt_hash
 from judger.cli.view_live import IndexJob, LiveIndex, in_process, index_file, index_in_background
 from judger.cli.view_worker import WorkerError, in_worker
 from judger.trainer.io import example_data
@@ -292,3 +292,31 @@ def test_a_file_that_cannot_be_read_is_refused_before_serving(
     assert "no such file" in capsys.readouterr().err
     assert main(["view", str(MATH), "--preset", "no-such-preset", "--no-browser"]) == 2
     assert "no-such-preset" in capsys.readouterr().err
+
+
+def test_a_file_is_indexed_chunk_by_chunk_with_one_judger_and_the_same_figures(
+    tmp_path: Path, scored: tuple[dict[str, Any], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judger.cli import score, view_build
+
+    # 60 rows a chunk: the prompt of rows 57-64 is split between two chunks
+    monkeypatch.setattr(view_build, "CHUNK_ROWS", 60)
+    built: list[int] = []
+    real_build = score.build
+    monkeypatch.setattr(score, "build", lambda args: built.append(1) or real_build(args))
+    scorer = _scorer()
+    chunks: list[int] = []
+    real_call = type(scorer).__call__
+    monkeypatch.setattr(
+        type(scorer), "__call__", lambda self, states: chunks.append(len(states)) or real_call(self, states)
+    )
+    build_kept(MATH, tmp_path / "index", scorer=scorer)
+    assert chunks == [60] * 6 + [40]  # never more than a chunk's states at a time
+    assert built == [1]  # one judger (and its pools) for the whole file
+    index = RolloutIndex.load(tmp_path / "index")
+    assert _stable(index.summary) == _stable(scored[0])
+    rows = [json.loads(line) for line in scored[1].read_text().splitlines()]
+    members = index.group_members(58)
+    assert [int(index.row[i]) for i in members] == list(range(57, 65))
+    assert sorted(int(index.place[i]) for i in members) == list(range(8))
+    assert [index.item(int(i))["score"] for i in members] == [rows[r - 1]["score"] for r in range(57, 65)]

@@ -57,24 +57,46 @@ def _say(message: str) -> None:
 
 
 def make_scorer(args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> Any:
-    """A function that judges a list of states with the judger ``judger score`` would build;
+    """What judges chunk after chunk of states with the judger ``judger score`` would build;
     ``progress`` is told how many more are judged, batch by batch."""
-    from judger.cli import score
+    return ChunkScorer(args, progress)
 
-    def scorer(states: list[Any]) -> None:
-        judger = score.build(args)
-        score._start_pools(judger)
 
-        async def main() -> None:
-            try:
-                await score.score_states(judger, states, args.batch_size, progress)
-            finally:
-                await judger.aclose()
-                score._close_shared_pool()
+class ChunkScorer:
+    """One judger for every chunk of a file, as ``judger score`` keeps one: built, its pools started
+    and its event loop made on the first chunk; :meth:`close` closes them."""
 
-        asyncio.run(main())
+    def __init__(self, args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> None:
+        self.args, self.progress = args, progress
+        self._judger: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    return scorer
+    def __call__(self, states: list[Any]) -> None:
+        from judger.cli import score
+
+        if self._judger is None:
+            self._loop = asyncio.new_event_loop()
+            self._judger = score.build(self.args)
+            score._start_pools(self._judger)
+        assert self._loop is not None
+        self._loop.run_until_complete(
+            score.score_states(self._judger, states, self.args.batch_size, self.progress)
+        )
+
+    def close(self) -> None:
+        from judger.cli import score
+
+        judger, loop = self._judger, self._loop
+        self._judger = self._loop = None
+        if judger is None or loop is None:
+            return
+        try:
+            loop.run_until_complete(judger.aclose())
+        finally:
+            score._close_shared_pool()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
 
 
 def free_socket(port: int = 0) -> socket.socket:

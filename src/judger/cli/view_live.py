@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judger.cli.view_cache import IndexCache
-from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer
+from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer, build_kept
 from judger.trainer.io import InputError
 
 # rows indexed for the first page: few enough to be read by the time the page asks for them
@@ -123,10 +123,9 @@ def in_process(path: Path, scorer: Scorer | None, rescore: bool) -> Builder:
     """A :data:`Builder` that indexes in this process (tests; or where no worker may be started)."""
 
     def build(stem: Path | None, progress: Progress) -> RolloutIndex:
-        index = RolloutIndex(path, scorer=scorer, rescore=rescore, progress=progress, spill=stem is None)
         if stem is None:
-            return index
-        index.save(stem)
+            return RolloutIndex(path, scorer=scorer, rescore=rescore, progress=progress)
+        build_kept(path, stem, scorer=scorer, rescore=rescore, progress=progress)
         return RolloutIndex.load(stem)
 
     return build

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judger.cli.view_index import Progress, RolloutIndex
+from judger.cli.view_index import Progress, RolloutIndex, build_kept
 
 MARK = "judger-view-worker "
 # what of `judger view`'s arguments the scoring reads
@@ -61,10 +61,8 @@ def work(spec: dict[str, Any]) -> None:
         _tell(phase=phase, count=count)
 
     scorer = make_scorer(args, progress=lambda k: progress("scored", k))
-    # not spilled: saved at once, and the process ends
-    index = RolloutIndex(spec["path"], scorer=scorer, rescore=spec["rescore"], progress=progress, spill=False)
-    index.save(Path(spec["stem"]))
-    _tell(phase="saved", count=index.n)
+    build_kept(spec["path"], Path(spec["stem"]), scorer=scorer, rescore=spec["rescore"], progress=progress)
+    _tell(phase="saved", count=0)
 
 
 def main(argv: list[str]) -> int:
