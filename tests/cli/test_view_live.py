@@ -320,3 +320,16 @@ def test_a_file_is_indexed_chunk_by_chunk_with_one_judger_and_the_same_figures(
     assert [int(index.row[i]) for i in members] == list(range(57, 65))
     assert sorted(int(index.place[i]) for i in members) == list(range(8))
     assert [index.item(int(i))["score"] for i in members] == [rows[r - 1]["score"] for r in range(57, 65)]
+
+
+def test_the_progress_counts_rows_read_and_samples_scored_over_every_chunk() -> None:
+    live = LiveIndex(MATH)
+    for rows in (60, 120):
+        live.report("reading", rows)
+        live.report("scoring", 60)
+        live.report("scored", 50)
+        live.report("scored", 10)
+    status = live.status()
+    assert (status["phase"], status["count"], status["done"]) == ("scoring", 120, 120)
+    live.report("summarising", 120)
+    assert live.status()["phase"] == "summarising" and live.status()["done"] == 120

@@ -75,13 +75,15 @@ class LiveIndex:
             self._changed.notify_all()
 
     def report(self, phase: str, count: int) -> None:
-        """A :data:`Progress`: ``("scored", k)`` adds k samples scored; any other phase starts."""
+        """A :data:`Progress`: ``count`` is the rows read (``"reading"``) or the samples summarised
+        (``"summarising"``); ``("scored", k)`` adds k samples scored; ``"scoring"`` (a chunk's
+        samples) changes only the phase."""
         if phase == "scored":
             self.done += count
-            return
-        self.phase, self.count = phase, count
-        if phase == "scoring":
-            self.done = 0
+        elif phase == "scoring":
+            self.phase = phase
+        else:
+            self.phase, self.count = phase, count
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until the whole file is indexed (True) or its indexing failed (False)."""

@@ -244,8 +244,8 @@ function tab(name) {
 const PHASES = {
   starting: () => "starting",
   whole: () => "starting to index the whole file",
-  reading: (f) => `reading rows (${f.count.toLocaleString()} read)`,
-  scoring: (f) => `scoring ${f.count.toLocaleString()} samples on the way in (${f.done.toLocaleString()} done)`,
+  reading: (f) => `${f.count.toLocaleString()} rows read` + (f.done ? `, ${f.done.toLocaleString()} samples scored on the way in` : ""),
+  scoring: (f) => `${f.count.toLocaleString()} rows read, scoring them (${f.done.toLocaleString()} samples scored)`,
   summarising: (f) => `summarising ${f.count.toLocaleString()} samples`,
   saved: () => "loading the index",
 };
