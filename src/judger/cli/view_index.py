@@ -269,6 +269,8 @@ class RolloutIndex:
         """The index kept at ``stem``: its texts memory-mapped, not read into memory."""
         facts = json.loads(stem.with_suffix(".json").read_text())
         table = pa.ipc.open_file(pa.memory_map(str(stem.with_suffix(".arrow")), "r")).read_all()
+        if not table.schema.equals(SCHEMA):
+            raise ValueError(f"{stem}: the columns of another version of judger view")
         self = cls.__new__(cls)
         self.path = Path(facts["path"])
         self._take(facts, table)
