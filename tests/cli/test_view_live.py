@@ -333,3 +333,22 @@ def test_the_progress_counts_rows_read_and_samples_scored_over_every_chunk() -> 
     assert (status["phase"], status["count"], status["done"]) == ("scoring", 120, 120)
     live.report("summarising", 120)
     assert live.status()["phase"] == "summarising" and live.status()["done"] == 120
+
+
+def test_a_kept_index_that_cannot_be_read_is_built_again(
+    tmp_path: Path, scored: tuple[dict[str, Any], Path]
+) -> None:
+    import pyarrow as pa
+
+    cache = IndexCache(tmp_path)
+    stem = cache.stem(scored[1], "default")
+    RolloutIndex(scored[1], max_rows=10).save(stem)
+    assert cache.load(stem) is not None
+    # columns of another version of judger view
+    with pa.OSFile(str(stem.with_suffix(".arrow")), "wb") as sink:
+        table = pa.table({"row": [1, 2]})
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    assert cache.load(stem) is None
+    stem.with_suffix(".arrow").write_bytes(b"not arrow")
+    assert cache.load(stem) is None
