@@ -57,7 +57,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     summary = _score(default)
     _score(verl, "--compat", "verl")
     proc = subprocess.Popen(
-        [PYTHON, "-m", "judger", "view", str(default), str(verl), "--no-browser"],
+        [PYTHON, "-m", "judger", "view", str(default), str(verl), "--no-browser", "--cache-dir", str(tmp)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -111,7 +111,11 @@ def test_the_page_loads_with_no_console_errors(page: Any) -> None:
 
 
 def test_summary_figures_shown_equal_judger_score_json(page: Any, served: dict[str, Any]) -> None:
-    expected = served["summary"]["data_sources"]
+    _assert_summary_shown(page, served["summary"])
+
+
+def _assert_summary_shown(page: Any, summary: dict[str, Any]) -> None:
+    expected = summary["data_sources"]
     cells = page.query_selector_all("#summary-table td[data-field]")
     assert len(cells) == len(expected) * 10
     for cell in cells:
@@ -174,6 +178,40 @@ def test_diff_view_finds_the_verdicts_verl_mode_flips(page: Any, served: dict[st
     page.wait_for_selector("#group .card")
     assert len(page.query_selector_all("#group .card")) == 2
     assert page.errors == []
+
+
+def test_a_file_to_score_is_shown_at_once_then_with_its_scored_figures(
+    browser: Any, served: dict[str, Any], tmp_path: Path
+) -> None:
+    command = [PYTHON, "-m", "judger", "view", str(MATH), "--no-browser", "--cache-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline())
+        assert match, proc.stderr.read() if proc.stderr else ""
+        for _ in range(100):
+            try:
+                page.goto(match.group(0))
+                break
+            except sync_api.Error:
+                time.sleep(0.2)
+        # while the file is scored: the first rows, and a banner that says so
+        banner = page.wait_for_selector("#indexing:not([hidden])", timeout=30_000)
+        assert "indexing" in banner.inner_text()
+        page.wait_for_selector("#sample-table tbody tr", state="attached", timeout=30_000)
+        if SHOTS:
+            page.screenshot(path=str(Path(SHOTS) / "view-indexing.png"), full_page=False)
+        page.wait_for_selector("body[data-ready='1']", timeout=300_000)
+        assert page.is_hidden("#indexing")
+        _assert_summary_shown(page, served["summary"])
+        assert errors == []
+    finally:
+        page.close()
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_html_report_renders_offline_with_latex_and_plots(browser: Any, tmp_path: Path) -> None:

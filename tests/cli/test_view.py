@@ -216,9 +216,18 @@ def test_parquet_rows_are_read_back_by_position(tmp_path: Path, scored: dict[str
         assert index.detail(i)["ground_truth"] == rows[i]["reward_model"]["ground_truth"]
 
 
-def test_judger_view_serves_on_127_0_0_1_only(scored: dict[str, Any]) -> None:
+def test_judger_view_serves_on_127_0_0_1_only(scored: dict[str, Any], tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judger", "view", str(scored["default"][1]), "--no-browser"],
+        [
+            sys.executable,
+            "-m",
+            "judger",
+            "view",
+            str(scored["default"][1]),
+            "--no-browser",
+            "--cache-dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,14 +4,21 @@ Any file ``judger score`` reads is indexed on the server (:mod:`judger.cli.view_
 the page (:mod:`judger.cli.view_app`) on 127.0.0.1. Rewards already in the file are shown as they
 are; samples without one are scored on the way in by the default config, ``--preset`` or ``-c``
 (given explicitly, those score every sample again, as ``judger score`` does).
+
+The page is served at once, from the first rows (:mod:`judger.cli.view_live`), while a worker
+process (:mod:`judger.cli.view_worker`) indexes the whole file; the index is kept
+(:mod:`judger.cli.view_cache`), so the same file opens again at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import socket
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 _EPILOG = """\
@@ -36,30 +43,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=256, metavar="B", help="as judger score")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--no-browser", action="store_true", help="print the URL, do not open a browser")
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep the indexes of the files opened here, to open them again at once "
+        "(default: $XDG_CACHE_HOME/judger/view, else ~/.cache/judger/view)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="keep no index once the viewer exits")
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def make_scorer(args: argparse.Namespace) -> Any:
-    """A function that judges a list of states with the judger ``judger score`` would build."""
-    from judger.cli import score
+def make_scorer(args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> Any:
+    """What judges chunk after chunk of states with the judger ``judger score`` would build;
+    ``progress`` is told how many more are judged, batch by batch."""
+    return ChunkScorer(args, progress)
 
-    def scorer(states: list[Any]) -> None:
-        judger = score.build(args)
-        score._start_pools(judger)
 
-        async def main() -> None:
-            try:
-                await score.score_states(judger, states, args.batch_size)
-            finally:
-                await judger.aclose()
-                score._close_shared_pool()
+class ChunkScorer:
+    """One judger for every chunk of a file, as ``judger score`` keeps one: built, its pools started
+    and its event loop made on the first chunk; :meth:`close` closes them."""
 
-        asyncio.run(main())
+    def __init__(self, args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> None:
+        self.args, self.progress = args, progress
+        self._judger: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    return scorer
+    def __call__(self, states: list[Any]) -> None:
+        from judger.cli import score
+
+        if self._judger is None:
+            self._loop = asyncio.new_event_loop()
+            self._judger = score.build(self.args)
+            score._start_pools(self._judger)
+        assert self._loop is not None
+        self._loop.run_until_complete(
+            score.score_states(self._judger, states, self.args.batch_size, self.progress)
+        )
+
+    def close(self) -> None:
+        from judger.cli import score
+
+        judger, loop = self._judger, self._loop
+        self._judger = self._loop = None
+        if judger is None or loop is None:
+            return
+        try:
+            loop.run_until_complete(judger.aclose())
+        finally:
+            score._close_shared_pool()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
 
 
 def free_socket(port: int = 0) -> socket.socket:
@@ -71,49 +108,126 @@ def free_socket(port: int = 0) -> socket.socket:
     return sock
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_file(path: str) -> str | None:
+    """Why ``path`` cannot be viewed, said before the server starts; None when it can be read."""
+    target = Path(path)
+    if not target.exists():
+        return f"{target}: no such file"
+    if target.is_dir():
+        return f"{target}: is a directory, not a rollouts file"
+    return None
+
+
+def _check_config(args: argparse.Namespace) -> str | None:
+    """A config or preset that cannot be built, said before the server starts."""
+    from judger.cli import score
     from judger.cli.loading import ConfigError
-    from judger.cli.view_index import RolloutIndex
-    from judger.trainer.io import InputError
 
     if args.compat and (args.config or args.preset):
-        _say("judger view: --compat applies to the default config only (drop -c / --preset)")
-        return 2
+        return "--compat applies to the default config only (drop -c / --preset)"
+    if args.config or args.preset:
+        try:
+            score.build(args)
+        except ConfigError as exc:
+            return str(exc)
+    return None
+
+
+def plan_indexing(args: argparse.Namespace, paths: list[str]) -> list[tuple[Any, Any]]:
+    """A :class:`LiveIndex` per file, and the job that fills it (see view_live)."""
+    from judger.cli.view_cache import IndexCache, scoring_key
+    from judger.cli.view_live import IndexJob, LiveIndex
+    from judger.cli.view_worker import SCORING_ARGS, in_worker
+
     explicit = bool(args.config or args.preset or args.compat)
-    scorer = make_scorer(args)
-    try:
-        indexes = [
-            RolloutIndex(path, scorer=scorer, rescore=explicit)
-            for path in [args.input, args.other]
-            if path is not None
-        ]
-    except (InputError, ConfigError) as exc:
-        _say(f"judger view: {exc}")
-        return 2
-    except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
-        _say(f"judger view: scoring stopped: {type(exc).__name__}: {exc}")
-        return 2
-    for index in indexes:
+    if args.no_cache:
+        cache = IndexCache.temporary()
+    else:
+        cache, warning = IndexCache.open(Path(args.cache_dir) if args.cache_dir else None)
+        if warning:
+            _say(f"judger view: {warning}")
+    scoring = {name: getattr(args, name) for name in SCORING_ARGS}
+    key = scoring_key(args.config, args.preset, args.compat, explicit)
+    return [
+        (
+            LiveIndex(path),
+            IndexJob(Path(path), in_worker(Path(path), scoring, explicit), explicit, cache, key),
+        )
+        for path in paths
+    ]
+
+
+def _index_once_serving(server: Any, plan: list[tuple[Any, Any]]) -> None:
+    """Start indexing once the server answers: the page is served first, not after the imports and
+    reading of the indexing (they share the interpreter)."""
+    import threading
+    import time
+
+    from judger.cli.view_live import IndexUnavailable, index_in_background
+
+    def begin() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.01)
+        for live, job in plan:
+            index_in_background(live, job)
+            # the first file's first rows before the second's: the page shows the first file first
+            with contextlib.suppress(IndexUnavailable):
+                live.current(timeout=10)
+
+    threading.Thread(target=begin, name="start indexing", daemon=True).start()
+
+
+def _tell_when_indexed(indexes: list[Any]) -> None:
+    """What the terminal shows once each file is indexed: its unreadable rows, the samples scored on
+    the way in, or why its indexing stopped."""
+    import threading
+
+    def tell(live: Any) -> None:
+        if not live.wait():
+            _say(f"judger view: {live.error}")
+            return
+        index = live.current()
         for error in index.errors[:20]:
             _say(f"{index.path}: {error}")
-        if index.scored:
+        if live.cached:
+            _say(f"{index.path}: its index kept from an earlier judger view")
+        elif index.scored:
             _say(f"{index.path}: scored {index.scored} samples on the way in")
-    import uvicorn
 
-    from judger.cli.view_app import create_app
+    for live in indexes:
+        threading.Thread(target=tell, args=(live,), daemon=True).start()
 
-    app = create_app(indexes[0], indexes[1] if len(indexes) > 1 else None)
+
+def run(args: argparse.Namespace) -> int:
+    paths = [p for p in (args.input, args.other) if p is not None]
+    problem = next((p for p in map(_check_file, paths) if p), None) or _check_config(args)
+    if problem:
+        _say(f"judger view: {problem}")
+        return 2
     try:
         sock = free_socket(args.port)
     except OSError as exc:
         _say(f"judger view: cannot listen on 127.0.0.1:{args.port}: {exc}")
         return 2
+    import uvicorn
+
+    from judger.cli.view_app import create_app
+    from judger.cli.view_worker import stop_workers
+
+    plan = plan_indexing(args, paths)
+    indexes = [live for live, _ in plan]
+    app = create_app(indexes[0], indexes[1] if len(indexes) > 1 else None)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    _index_once_serving(server, plan)
+    _tell_when_indexed(indexes)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     print(f"judger view: {url}", flush=True)
     if not args.no_browser:
         import webbrowser
 
         webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stop_workers()
     return 0

@@ -1,21 +1,61 @@
-"""The ``judger view`` web app: JSON endpoints over one :class:`RolloutIndex` (and a second one to
-compare against), and the static page that reads them. Served on 127.0.0.1 only."""
+"""The ``judger view`` web app: JSON endpoints over one file's index (and a second one to compare
+against), and the static page that reads them. Served on 127.0.0.1 only.
+
+While a file is being indexed the endpoints answer from what is indexed so far (the first rows),
+and say so: ``complete`` is false and ``/api/meta`` tells the phase, until the whole file is.
+"""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from judger.cli.view_index import VERDICTS, RolloutIndex, diff
+from judger.cli.view_live import IndexUnavailable, LiveIndex
 
 ASSETS = Path(__file__).parent / "view_assets"
 MAX_PAGE = 500
+
+
+class Files:
+    """The file viewed and the one it is compared with, as the endpoints reach them."""
+
+    def __init__(self, index: LiveIndex, other: LiveIndex | None) -> None:
+        self.index, self.other = index, other
+        self._pairs: tuple[np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def all(self) -> list[LiveIndex]:
+        return [self.index] if self.other is None else [self.index, self.other]
+
+    @property
+    def complete(self) -> bool:
+        return all(live.complete for live in self.all)
+
+    def which(self, file: int) -> RolloutIndex:
+        """The index of file ``file`` (0: the first), as far as it is built."""
+        if file == 0:
+            return self.index.current()
+        if file == 1 and self.other is not None:
+            return self.other.current()
+        raise HTTPException(404, f"no file {file}")
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The samples whose verdict differs between the two files; None until both are indexed."""
+        if self.other is None or not self.complete:
+            return None
+        with self._lock:
+            if self._pairs is None:
+                self._pairs = diff(self.index.current(), self.other.current())
+            return self._pairs
 
 
 def _sample_id(index: RolloutIndex, sample: int) -> int:
@@ -24,45 +64,65 @@ def _sample_id(index: RolloutIndex, sample: int) -> int:
     return sample
 
 
-def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAPI:
-    """The app over ``index``; with ``other``, ``/api/diff`` pairs their samples."""
+def create_app(index: RolloutIndex | LiveIndex, other: RolloutIndex | LiveIndex | None = None) -> FastAPI:
+    """The app over ``index``; with ``other``, ``/api/diff`` pairs their samples. An index given
+    whole is served as complete; a :class:`LiveIndex` as far as it is built."""
+    files = Files(_live(index), _live(other) if other is not None else None)
     app = FastAPI(title="judger view", docs_url=None, redoc_url=None, openapi_url=None)
     # only pages of this server may read it: a site whose name is rebound to 127.0.0.1 is refused
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])
-    pairs: tuple[np.ndarray, np.ndarray] | None = diff(index, other) if other is not None else None
-
-    def which(file: int) -> RolloutIndex:
-        if file == 0:
-            return index
-        if file == 1 and other is not None:
-            return other
-        raise HTTPException(404, f"no file {file}")
+    app.add_exception_handler(IndexUnavailable, _unavailable)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(ASSETS / "index.html", media_type="text/html")
 
     app.mount("/assets", StaticFiles(directory=ASSETS), name="assets")
+    app.include_router(_overview(files))
+    app.include_router(_samples(files))
+    app.include_router(_diff(files))
+    return app
 
-    @app.get("/api/meta")
+
+def _live(index: RolloutIndex | LiveIndex) -> LiveIndex:
+    return index if isinstance(index, LiveIndex) else LiveIndex(index.path, index)
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
+def _overview(files: Files) -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.get("/meta")
     def meta() -> dict[str, Any]:
-        files = [index] if other is None else [index, other]
+        shown = files.index.peek()
         return {
-            "files": [
-                {"path": str(f.path), "samples": f.n, "groups": f.n_groups, "scored_on_load": f.scored}
-                for f in files
-            ],
-            "data_sources": index.sources,
+            "files": [live.status() for live in files.all],
+            "complete": files.complete,
+            "data_sources": shown.sources if shown is not None else [],
             "verdicts": list(VERDICTS),
-            "diff": pairs is not None,
+            "diff": files.other is not None,
         }
 
-    @app.get("/api/summary")
+    @router.get("/summary")
     def summary(file: int = 0) -> dict[str, Any]:
-        f = which(file)
-        return {"summary": f.summary, "failure_reasons": f.failure_reasons(), "plots": f.plots()}
+        f = files.which(file)
+        return {
+            "summary": f.summary,
+            "failure_reasons": f.failure_reasons(),
+            "plots": f.plots(),
+            "complete": files.all[file].complete,
+        }
 
-    @app.get("/api/samples")
+    return router
+
+
+def _samples(files: Files) -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.get("/samples")
     def samples(
         file: int = 0,
         source: str | None = None,
@@ -74,10 +134,10 @@ def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAP
         offset: int = Query(0, ge=0),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
     ) -> dict[str, Any]:
-        f = which(file)
+        f = files.which(file)
         if verdict and verdict not in VERDICTS:
             raise HTTPException(422, f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
-        if source and source not in f.sources:
+        if source and source not in f.sources and files.all[file].complete:
             raise HTTPException(422, f"no data_source {source!r} in {f.path}")
         # the verdict counts are those of the other filters, so each verdict button shows its count
         base = f.mask(source=source, min_score=min_score, max_score=max_score, query=q)
@@ -92,17 +152,18 @@ def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAP
             "counts": f.counts(base),
             "offset": offset,
             "items": [f.item(int(i)) for i in page],
+            "complete": files.all[file].complete,
         }
 
-    @app.get("/api/sample/{sample}")
+    @router.get("/sample/{sample}")
     def sample(sample: int, file: int = 0) -> dict[str, Any]:
-        f = which(file)
+        f = files.which(file)
         return f.detail(_sample_id(f, sample))
 
-    @app.get("/api/group/{sample}")
+    @router.get("/group/{sample}")
     def group(sample: int, file: int = 0) -> dict[str, Any]:
         """The N responses of the prompt of ``sample``, in file order."""
-        f = which(file)
+        f = files.which(file)
         members = f.group_members(_sample_id(f, sample))
         details = [f.detail(int(i)) for i in members]
         first = details[0]
@@ -116,16 +177,30 @@ def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAP
             "samples": details,
         }
 
-    @app.get("/api/diff")
+    return router
+
+
+def _diff(files: Files) -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.get("/diff")
     def differs(offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=MAX_PAGE)) -> dict[str, Any]:
-        if pairs is None or other is None:
+        if files.other is None:
             raise HTTPException(404, "judger view was given one file: no diff")
+        pairs = files.pairs()
+        if pairs is None:  # paired once both files are indexed whole
+            return {"complete": False, "total": 0, "prompts": 0, "flips": {}, "offset": offset, "items": []}
+        index, other = files.index.current(), files.other.current()
         left, right = pairs
-        flips: dict[str, int] = {}
-        for i, j in zip(left, right):
-            name = f"{VERDICTS[index.verdict[i]]}->{VERDICTS[other.verdict[j]]}"
-            flips[name] = flips.get(name, 0) + 1
+        codes, counts = np.unique(
+            index.verdict[left].astype(np.int64) * len(VERDICTS) + other.verdict[right], return_counts=True
+        )
+        flips = {
+            f"{VERDICTS[c // len(VERDICTS)]}->{VERDICTS[c % len(VERDICTS)]}": int(n)
+            for c, n in zip(codes.tolist(), counts)
+        }
         return {
+            "complete": True,
             "total": len(left),
             "prompts": len(set(index.group[left].tolist())),
             "flips": flips,
@@ -136,4 +211,4 @@ def create_app(index: RolloutIndex, other: RolloutIndex | None = None) -> FastAP
             ],
         }
 
-    return app
+    return router

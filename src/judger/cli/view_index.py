@@ -1,10 +1,12 @@
 """The server-side index of a rollouts file for ``judger view``.
 
-The file is read once (by :mod:`judger.trainer.io`, as ``judger score`` reads it), scored if it has no
-rewards, summarised by the code ``judger score`` prints with, and then reduced to columns: numpy
-arrays for what the table filters and sorts on, Arrow string arrays for the texts searched, and
-the byte offset (JSONL) or row position (Parquet) of each row, so that one sample's full row is read
-back from the file when it is opened. The states themselves are dropped once indexed.
+The file is read (by :mod:`judger.trainer.io`, as ``judger score`` reads it), scored where it has no
+rewards, summarised by the code ``judger score`` prints with, and reduced to columns, chunk by chunk
+(:mod:`judger.cli.view_build`): numbers for what the table filters and sorts on, Arrow string
+arrays for the texts searched, and the byte offset (JSONL) or row position (Parquet) of each row,
+so that one sample's full row is read back from the file when it is opened. An index is kept as an
+Arrow file (its line offsets as a numpy one) and read back memory-mapped (:meth:`RolloutIndex.load`):
+a worker process builds it (:func:`build_kept`), the server maps it.
 """
 
 from __future__ import annotations
@@ -14,139 +16,173 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
-from pydantic import ValidationError
 
-from judger.cli.report import _prompt_text, failure_kind, summarize
-from judger.core.rollout import RolloutState, Status
-from judger.trainer.io import InputError, RowError, iter_rows, json_default, parse_row
-from judger.trainer.metrics import compute_validation_metrics, data_source_name, prompt_key
+from judger.cli.view_build import (
+    FAILED,
+    NUMERIC_COLUMNS,
+    RIGHT,
+    SCHEMA,
+    SKIPPED,
+    TEXT_COLUMNS,
+    TIMED_OUT,
+    VERDICTS,
+    WRONG,
+    Built,
+    Progress,
+    ReadResult,
+    Scorer,
+    _json_text,
+    _number,
+    build,
+    prompt_hash,
+    read_with_outcomes,
+    restore_outcome,
+    states_of_row,
+    verdict_of,
+)
+from judger.trainer.io import InputError, RowError, json_default
 
-# what a sample's outcome is, as the filters name it
-VERDICTS = ("right", "wrong", "failed", "timed_out", "skipped")
-RIGHT, WRONG, FAILED, TIMED_OUT, SKIPPED = range(len(VERDICTS))
-
-Scorer = Callable[[list[RolloutState]], None]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def verdict_of(state: RolloutState) -> int:
-    """Right when ``acc`` (else ``score``) is above 0; failed / timed out / skipped as the report counts."""
-    kind = failure_kind(state)
-    if kind is not None:
-        return TIMED_OUT if kind == "timeout" else FAILED
-    if state.reward is None:
-        return SKIPPED
-    acc = _number(state.reward.get("acc"))
-    value = acc if acc is not None else _number(state.reward.get("score"))
-    return RIGHT if value is not None and value > 0 else WRONG
-
-
-def restore_outcome(state: RolloutState, row: dict[str, Any]) -> None:
-    """Put back what ``judger score -o`` / ``judger eval -o`` wrote on a verl row: its reward, and a
-    judging failure (which :func:`parse_row` reads as a sample to judge again)."""
-    reward = row.get("reward")
-    if isinstance(reward, str) and reward.startswith("{"):
-        try:
-            reward = json.loads(reward)
-        except json.JSONDecodeError:
-            reward = None
-    failure = row.get("judge_failure")
-    if isinstance(failure, str) and failure.startswith("{"):
-        try:
-            failure = json.loads(failure)
-        except json.JSONDecodeError:
-            failure = None
-    if isinstance(reward, dict):
-        state.reward = reward
-    elif row.get("status") == Status.FAILED.value and isinstance(failure, dict):
-        state.status = Status.FAILED
-        state.error_msg = row.get("error_msg") or "judging failed"
-        state.extra_fields["judge_failure"] = failure
+__all__ = [
+    "FAILED",
+    "RIGHT",
+    "SKIPPED",
+    "TIMED_OUT",
+    "VERDICTS",
+    "WRONG",
+    "Progress",
+    "ReadResult",
+    "RolloutIndex",
+    "Scorer",
+    "_json_text",
+    "_number",
+    "build_kept",
+    "diff",
+    "line_offsets",
+    "plot_data",
+    "prompt_hash",
+    "read_with_outcomes",
+    "restore_outcome",
+    "states_of_row",
+    "verdict_of",
+]
 
 
-def states_of_row(row: Any, number: int, *, restore: bool = True) -> list[RolloutState]:
-    """The states of one row, with their stored outcomes unless ``restore`` is False (then exactly
-    as ``judger score`` reads them); ValueError/ValidationError as parse_row."""
-    states, layout = parse_row(row, number, decoded=True)
-    if restore and layout == "verl" and isinstance(row, dict):
-        for state in states:
-            restore_outcome(state, row)
-    return states
-
-
-@dataclass
-class ReadResult:
-    states: list[RolloutState] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    errors: list[RowError] = field(default_factory=list)
-
-
-def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
-    """Every row's states (stored rewards kept when ``restore``), their row numbers, and the rows
-    that failed."""
-    out = ReadResult()
-    try:
-        for number, row in iter_rows(path):
-            if isinstance(row, RowError):
-                out.errors.append(row)
-                continue
-            try:
-                states = states_of_row(row, number, restore=restore)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "row"
-                out.errors.append(RowError(number, f"invalid RolloutState: {where}: {first['msg']}"))
-                continue
-            except (ValueError, TypeError) as exc:
-                out.errors.append(RowError(number, str(exc)))
-                continue
-            out.states.extend(states)
-            out.rows.extend([number] * len(states))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc})") from exc
-    return out
-
-
-def line_offsets(path: Path) -> np.ndarray:
-    """The byte offset of the start of each line (line N starts at ``offsets[N - 1]``)."""
+def line_offsets(path: Path, max_lines: int | None = None) -> np.ndarray:
+    """The byte offset of the start of each line (line N starts at ``offsets[N - 1]``); those of the
+    first ``max_lines`` lines at least when given (the rest of the file is then not read)."""
     starts = [np.zeros(1, dtype=np.int64)]
-    base = 0
+    base = found = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(1 << 24):
+        while chunk := fh.read(1 << 24 if max_lines is None else 1 << 20):
             newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
             starts.append(newlines.astype(np.int64) + base + 1)
             base += len(chunk)
+            found += len(newlines)
+            if max_lines is not None and found >= max_lines:
+                break
     return np.concatenate(starts)
 
 
-def _json_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=json_default)
+def _checked(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a rollouts file")
+    return path
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.suffix.lower() in (".parquet", ".pq")
+
+
+def _part(path: Path) -> str:
+    """Where ``path`` is written before it is renamed into place (never read half-written)."""
+    return f"{path}.{os.getpid()}.part"
+
+
+def _write_facts(stem: Path, facts: dict[str, Any], offsets: np.ndarray | None) -> None:
+    """The line offsets and the facts of an index kept at ``stem``; the facts last: once they are
+    there, the index is whole."""
+    if offsets is not None:
+        target = stem.with_suffix(".npy")
+        with open(_part(target), "wb") as fh:
+            np.save(fh, offsets)
+        os.replace(_part(target), target)
+    meta = stem.with_suffix(".json")
+    Path(_part(meta)).write_text(json.dumps(facts, default=json_default))
+    os.replace(_part(meta), meta)
+
+
+def _facts(path: Path, built: Built) -> dict[str, Any]:
+    return {
+        "path": str(path),
+        "parquet": _is_parquet(path),
+        "partial": built.partial,
+        "sources": built.sources,
+        "n_groups": built.n_groups,
+        "scored": built.scored,
+        "summary": built.summary,
+        "errors": [[e.row, e.message] for e in built.errors],
+    }
+
+
+def build_kept(
+    path: str | Path,
+    stem: Path,
+    *,
+    scorer: Scorer | None = None,
+    rescore: bool = False,
+    progress: Progress | None = None,
+) -> None:
+    """Index the whole of ``path`` into files at ``stem`` (read back by :meth:`RolloutIndex.load`),
+    each chunk's columns written as they are made: the build holds one chunk's states at a time."""
+    path = _checked(path)
+    arrow = stem.with_suffix(".arrow")
+    with pa.OSFile(_part(arrow), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer, _gc_paused():
+        built = build(path, writer.write_batch, scorer=scorer, rescore=rescore, progress=progress)
+    os.replace(_part(arrow), arrow)
+    _write_facts(stem, _facts(path, built), None if _is_parquet(path) else line_offsets(path))
 
 
 class RolloutIndex:
     """One rollouts file as columns; see the module docstring."""
+
+    path: Path
+    parquet: bool
+    partial: bool
+    n: int
+    sources: list[str]
+    n_groups: int
+    scored: int
+    summary: dict[str, Any]
+    errors: list[RowError]
+    offsets: np.ndarray | None
+    # the columns (view_build.NUMERIC_COLUMNS, TEXT_COLUMNS): numpy arrays; Arrow arrays of text
+    row: np.ndarray
+    response_index: np.ndarray
+    source: np.ndarray
+    group: np.ndarray
+    score: np.ndarray
+    verdict: np.ndarray
+    length: np.ndarray
+    prompt_hash: np.ndarray
+    place: np.ndarray
+    prompt_text: Any
+    response_text: Any
+    pred: Any
+    reward_json: Any
+    reason: Any
+    status: Any
 
     def __init__(
         self,
@@ -154,115 +190,92 @@ class RolloutIndex:
         *,
         scorer: Scorer | None = None,
         rescore: bool = False,
+        max_rows: int | None = None,
+        progress: Progress | None = None,
+        spill: bool = True,
     ) -> None:
         """Read ``path``; samples with no reward (all of them when ``rescore``) go to ``scorer``.
 
         ``scorer`` is None when nothing may be scored: then samples without a reward stay skipped.
+        With ``max_rows``, only the first rows are read: ``partial`` then says if the file has more.
+        ``progress`` is told each phase as it starts, and the rows read every chunk. ``spill`` False
+        keeps the texts in memory as they are (see :func:`_spilled`); a preview is never spilled.
         """
-        import time
+        self.path = _checked(path)
+        batches: list[pa.RecordBatch] = []
+        with _gc_paused():
+            built = build(
+                self.path,
+                batches.append,
+                scorer=scorer,
+                rescore=rescore,
+                max_rows=max_rows,
+                progress=progress,
+            )
+        table = pa.Table.from_batches(batches, schema=SCHEMA)
+        del batches
+        spill = spill and max_rows is None
+        if spill:
+            table = _spilled(table)
+        self._take(_facts(self.path, built), table)
+        self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
+        if spill:
+            _release_memory()
 
-        self.path = Path(path)
-        if not self.path.exists():
-            raise InputError(f"{self.path}: no such file")
-        if self.path.is_dir():
-            raise InputError(f"{self.path}: is a directory, not a rollouts file")
-        self.parquet = self.path.suffix.lower() in (".parquet", ".pq")
-        # scoring again reads the rows as `judger score` does: stored rewards and failures dropped
-        with _gc_paused():
-            read = read_with_outcomes(self.path, restore=not rescore)
-        states, self.errors = read.states, read.errors
-        to_judge = [s for s in states if s.status == Status.COMPLETED and s.reward is None]
-        self.scored = 0
-        elapsed = 0.0
-        if to_judge and scorer is not None:
-            start = time.perf_counter()
-            scorer(to_judge)
-            elapsed = time.perf_counter() - start
-            self.scored = len(to_judge)
-        summary = summarize(states, elapsed, compute_validation_metrics(states), bad_rows=self.errors)
-        # the same object `judger score --format json` prints for this file
-        self.summary: dict[str, Any] = {"input": str(path), **summary}
-        if self.errors:
-            self.summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in self.errors]
-        with _gc_paused():
-            self._columns(states, read.rows)
-        del states, read, to_judge
-        self._spill_texts()
-        self.offsets = None if self.parquet else line_offsets(self.path)
-        _release_memory()
+    def _take(self, facts: dict[str, Any], table: pa.Table) -> None:
+        """Hold ``table``'s columns: numbers as numpy arrays, texts as they are (Arrow, maybe mapped)."""
+        self.parquet, self.partial = facts["parquet"], facts["partial"]
+        self.sources, self.n_groups, self.scored = facts["sources"], facts["n_groups"], facts["scored"]
+        self.summary = facts["summary"]
+        self.errors = [RowError(row, message) for row, message in facts["errors"]]
+        self.n = table.num_rows
+        for name, kind in NUMERIC_COLUMNS.items():
+            setattr(self, name, _numbers(table.column(name), kind))
+        for name in TEXT_COLUMNS:
+            column = table.column(name)
+            setattr(self, name, column.chunk(0) if column.num_chunks == 1 else column)
         self._row_groups: np.ndarray | None = None
 
-    def _columns(self, states: Sequence[RolloutState], rows: Sequence[int]) -> None:
-        n = len(states)
-        self.n = n
-        self.row = np.asarray(rows, dtype=np.int64)
-        self.response_index = np.array(
-            [int(s.extra_fields.get("response_index", 0)) for s in states], dtype=np.int32
-        )
-        names: dict[str, int] = {}
-        self.source = np.array(
-            [names.setdefault(data_source_name(s.data_source), len(names)) for s in states], dtype=np.int32
-        )
-        self.sources = list(names)
-        groups: dict[Any, int] = {}
-        self.group = np.array(
-            [groups.setdefault((self.source[i], prompt_key(s)), len(groups)) for i, s in enumerate(states)],
-            dtype=np.int64,
-        )
-        self.n_groups = len(groups)
-        self.score = np.array(
-            [
-                (v if s.reward and (v := _number(s.reward.get("score"))) is not None else np.nan)
-                for s in states
-            ],
-            dtype=np.float64,
-        )
-        self.verdict = np.array([verdict_of(s) for s in states], dtype=np.int8)
-        self.length = np.array([len(s.response or "") for s in states], dtype=np.int64)
-        prompts = [_prompt_text(s) for s in states]
-        self.prompt_text = pa.array(prompts, type=pa.large_string())
-        self.response_text = pa.array([s.response or "" for s in states], type=pa.large_string())
-        self.pred = pa.array(
-            [_json_text((s.reward or {}).get("pred")) for s in states], type=pa.large_string()
-        )
-        self.reward_json = pa.array([_json_text(s.reward) for s in states], type=pa.large_string())
-        self.reason = pa.array(
-            [s.error_msg if s.status == Status.FAILED else None for s in states], type=pa.large_string()
-        )
-        self.status = pa.array([s.status.value for s in states]).dictionary_encode()
-        # the key that pairs a sample with the same one in another file: a hash of its data_source and
-        # prompt (numbers: keeping the prompt strings read with the states would pin their memory),
-        # then its place among that prompt's samples
-        seen: dict[int, int] = {}
-        hashes = np.empty(n, dtype=np.int64)
-        place = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            h = hash((self.sources[self.source[i]], prompts[i]))
-            hashes[i] = h
-            place[i] = seen.get(h, 0)
-            seen[h] = int(place[i]) + 1
-        self.prompt_hash, self.place = hashes, place
+    # --- kept on disk ------------------------------------------------------------------------------
 
-    def _spill_texts(self) -> None:
-        """Move the text columns to a memory-mapped temporary Arrow file.
+    def save(self, stem: Path) -> None:
+        """Write the index at ``stem`` (``.arrow``: the columns; ``.npy``: the line offsets; ``.json``:
+        the rest, written last, so a half-written index is never read back)."""
+        table = pa.table(
+            {
+                **{name: pa.array(getattr(self, name), type=kind) for name, kind in NUMERIC_COLUMNS.items()},
+                **{name: getattr(self, name) for name in TEXT_COLUMNS},
+            },
+            schema=SCHEMA,
+        )
+        arrow = stem.with_suffix(".arrow")
+        with pa.OSFile(_part(arrow), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
+            writer.write_table(table)
+        os.replace(_part(arrow), arrow)
+        facts = {
+            "path": str(self.path),
+            "parquet": self.parquet,
+            "partial": self.partial,
+            "sources": self.sources,
+            "n_groups": self.n_groups,
+            "scored": self.scored,
+            "summary": self.summary,
+            "errors": [[e.row, e.message] for e in self.errors],
+        }
+        _write_facts(stem, facts, self.offsets)
 
-        They are what the search scans, about the size of the file: mapped, they sit in the page
-        cache, which the system can reclaim, instead of in the server's own memory. The file is
-        unlinked at once (the mapping keeps it until the server exits), so nothing is left behind.
-        """
-        names = ("prompt_text", "response_text", "pred", "reward_json", "reason")
-        table = pa.table({name: getattr(self, name) for name in names})
-        fd, spill = tempfile.mkstemp(prefix="judger-view-", suffix=".arrow")
-        os.close(fd)
-        try:
-            with pa.OSFile(spill, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-            mapped = pa.ipc.open_file(pa.memory_map(spill, "r")).read_all()
-        finally:
-            os.unlink(spill)
-        for name in names:
-            column = mapped.column(name)
-            setattr(self, name, column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
+    @classmethod
+    def load(cls, stem: Path) -> RolloutIndex:
+        """The index kept at ``stem``: its texts memory-mapped, not read into memory."""
+        facts = json.loads(stem.with_suffix(".json").read_text())
+        table = pa.ipc.open_file(pa.memory_map(str(stem.with_suffix(".arrow")), "r")).read_all()
+        if not table.schema.equals(SCHEMA):
+            raise ValueError(f"{stem}: the columns of another version of judger view")
+        self = cls.__new__(cls)
+        self.path = Path(facts["path"])
+        self._take(facts, table)
+        self.offsets = None if self.parquet else np.load(stem.with_suffix(".npy"), mmap_mode="r")
+        return self
 
     def source_name(self, i: int) -> str:
         return self.sources[self.source[i]]
@@ -346,6 +359,8 @@ class RolloutIndex:
         if max_score is not None:
             keep &= self.score <= max_score
         if query:
+            import pyarrow.compute as pc  # here: its import is a noticeable part of the start-up
+
             hit = pc.or_(
                 pc.match_substring(self.prompt_text, query, ignore_case=True),
                 pc.match_substring(self.response_text, query, ignore_case=True),
@@ -478,14 +493,47 @@ def _row_group(path: str, group: int) -> pa.Table:
 def diff(a: RolloutIndex, b: RolloutIndex) -> tuple[np.ndarray, np.ndarray]:
     """The samples (indices in ``a`` and in ``b``) whose verdict differs, paired by data_source,
     prompt and place among that prompt's samples."""
-    where_b = {(int(h), int(k)): j for j, (h, k) in enumerate(zip(b.prompt_hash, b.place))}
-    left, right = [], []
-    for i, (h, k) in enumerate(zip(a.prompt_hash, a.place)):
-        j = where_b.get((int(h), int(k)))
-        if j is None or a.verdict[i] == b.verdict[j]:
-            continue
-        # a hash is not proof: the pair is kept only if the two prompts are the same text
-        if a.prompt_text[i].as_py() == b.prompt_text[j].as_py() and a.source_name(i) == b.source_name(j):
-            left.append(i)
-            right.append(j)
-    return np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    left = pa.table({"h": a.prompt_hash, "k": a.place, "i": np.arange(a.n, dtype=np.int64)})
+    right = pa.table({"h": b.prompt_hash, "k": b.place, "j": np.arange(b.n, dtype=np.int64)})
+    joined = left.join(right, keys=["h", "k"], join_type="inner")
+    i = joined.column("i").to_numpy()
+    j = joined.column("j").to_numpy()
+    flipped = a.verdict[i] != b.verdict[j]
+    i, j = i[flipped], j[flipped]
+    import pyarrow.compute as pc
+
+    # a hash is not proof: the pair is kept only if the two prompts are the same text
+    same = pc.equal(a.prompt_text.take(pa.array(i)), b.prompt_text.take(pa.array(j))).to_numpy(
+        zero_copy_only=False
+    )
+    sources_a, sources_b = np.asarray(a.sources, dtype=object), np.asarray(b.sources, dtype=object)
+    same &= sources_a[a.source[i]] == sources_b[b.source[j]]
+    i, j = i[same], j[same]
+    order = np.argsort(i, kind="stable")
+    return i[order].astype(np.int64), j[order].astype(np.int64)
+
+
+def _numbers(column: pa.ChunkedArray, kind: pa.DataType) -> np.ndarray:
+    """A column of numbers as one numpy array (a view of it when it is one chunk)."""
+    if column.num_chunks == 0:
+        return np.empty(0, dtype=kind.to_pandas_dtype())
+    if column.num_chunks == 1:
+        return column.chunk(0).to_numpy(zero_copy_only=False)
+    return np.concatenate([c.to_numpy(zero_copy_only=False) for c in column.chunks])
+
+
+def _spilled(table: pa.Table) -> pa.Table:
+    """``table`` moved to a memory-mapped temporary Arrow file.
+
+    Its texts are what the search scans, about the size of the file: mapped, they sit in the page
+    cache, which the system can reclaim, instead of in the server's own memory. The file is unlinked
+    at once (the mapping keeps it until the server exits), so nothing is left behind.
+    """
+    fd, spill = tempfile.mkstemp(prefix="judger-view-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.OSFile(spill, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return pa.ipc.open_file(pa.memory_map(spill, "r")).read_all()
+    finally:
+        os.unlink(spill)

@@ -239,6 +239,52 @@ function tab(name) {
   window.scrollTo(0, 0);
 }
 
+// --- indexing: the page is shown from the first rows while the whole file is indexed ---------------
+
+const PHASES = {
+  starting: () => "starting",
+  whole: () => "starting to index the whole file",
+  reading: (f) => `${f.count.toLocaleString()} rows read` + (f.done ? `, ${f.done.toLocaleString()} samples scored on the way in` : ""),
+  scoring: (f) => `${f.count.toLocaleString()} rows read, scoring them (${f.done.toLocaleString()} samples scored)`,
+  summarising: (f) => `summarising ${f.count.toLocaleString()} samples`,
+  saved: () => "loading the index",
+};
+
+function showIndexing(meta) {
+  const box = document.getElementById("indexing");
+  const busy = meta.files.filter((f) => !f.complete);
+  box.hidden = busy.length === 0;
+  box.classList.toggle("reason", busy.some((f) => f.error));
+  box.replaceChildren(...busy.map((f) => el("div", { "data-phase": f.phase },
+    f.error ? `indexing failed: ${f.error}` : `indexing ${f.path}: ${(PHASES[f.phase] || (() => f.phase))(f)}, ${f.elapsed_s} s; ` +
+      (f.samples ? `shown meanwhile: the first ${f.samples.toLocaleString()} samples (those not scored yet count as skipped)` : "reading the first rows"))));
+  document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples${f.complete ? "" : " so far"})`).join(" vs ");
+  const select = document.querySelector("#filters select[name=source]");
+  const chosen = select.value;
+  select.replaceChildren(el("option", { value: "" }, "all"), ...meta.data_sources.map((s) => el("option", { value: s }, s)));
+  select.value = meta.data_sources.includes(chosen) ? chosen : "";
+}
+
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+// the summary and the first page, as far as the files are indexed (a 503 until the first rows are)
+async function render(meta) {
+  for (;;) {
+    try {
+      renderSummary(document.getElementById("summary"), await api("api/summary"));
+      await loadSamples();
+      break;
+    } catch (e) {
+      if (!String(e).includes(": 503 ")) throw e;
+      await sleep(200);
+    }
+  }
+  if (meta.complete && meta.diff) {
+    document.querySelector("nav button[data-tab=diff]").hidden = false;
+    await loadDiff(0);
+  }
+}
+
 async function start() {
   if (REPORT) {
     renderSummary(document.getElementById("summary"), REPORT);
@@ -247,10 +293,6 @@ async function start() {
     return;
   }
   for (const b of document.querySelectorAll("nav button")) b.addEventListener("click", () => tab(b.dataset.tab));
-  const meta = (state.meta = await api("api/meta"));
-  document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples)`).join(" vs ");
-  const select = document.querySelector("#filters select[name=source]");
-  for (const s of meta.data_sources) select.append(el("option", { value: s }, s));
   const form = document.getElementById("filters");
   let timer = null;
   const reload = () => { clearTimeout(timer); timer = setTimeout(() => { state.offset = 0; loadSamples(); }, 200); };
@@ -258,12 +300,22 @@ async function start() {
   form.addEventListener("change", reload);
   document.getElementById("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); loadSamples(); });
   document.getElementById("next").addEventListener("click", () => { state.offset += state.limit; loadSamples(); });
-  if (meta.diff) {
-    document.querySelector("nav button[data-tab=diff]").hidden = false;
-    loadDiff(0);
+  let meta = (state.meta = await api("api/meta"));
+  showIndexing(meta);
+  await render(meta);
+  // what was rendered is at least as far as this: the banner says so at once
+  meta = state.meta = await api("api/meta");
+  showIndexing(meta);
+  let shown = meta.files.map((f) => f.samples).join();
+  while (!meta.complete) {
+    if (meta.files.some((f) => f.error)) { document.body.dataset.ready = "failed"; return; }
+    await sleep(500);
+    meta = state.meta = await api("api/meta");
+    showIndexing(meta);
+    const now = meta.files.map((f) => f.samples).join();
+    if (meta.complete || now !== shown) await render(meta);
+    shown = now;
   }
-  renderSummary(document.getElementById("summary"), await api("api/summary"));
-  await loadSamples();
   document.body.dataset.ready = "1";
 }
 

@@ -1,0 +1,125 @@
+"""The process that indexes a whole file for ``judger view``: it reads and scores the file (as
+``judger score`` does), saves its index where the server reads it back, and exits.
+
+A process of its own: the server's thread that answers the page is never held up by the reading
+and scoring, and the states of the whole file live (and die) in memory that is not the server's.
+It reports on stdout, one line a phase, each line ``MARK`` then a JSON object; anything else a
+judger prints there is passed on to stderr.
+
+    python -m judger.cli.view_worker '{"path": ..., "stem": ..., "rescore": ..., "scoring": {...}}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from judger.cli.view_index import Progress, RolloutIndex, build_kept
+
+MARK = "judger-view-worker "
+# what of `judger view`'s arguments the scoring reads
+SCORING_ARGS = ("config", "preset", "compat", "workers", "batch_size")
+
+
+# the workers running: stopped when the server stops, never left to finish for nobody
+_RUNNING: set[subprocess.Popen[str]] = set()
+
+
+def stop_workers() -> None:
+    for proc in list(_RUNNING):
+        proc.terminate()
+    for proc in list(_RUNNING):
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+atexit.register(stop_workers)
+
+
+class WorkerError(Exception):
+    """The worker stopped without an index: its own message, or how it exited."""
+
+
+def _tell(**fields: Any) -> None:
+    print(MARK + json.dumps(fields), flush=True)
+
+
+def work(spec: dict[str, Any]) -> None:
+    from judger.cli.view import make_scorer
+
+    args = argparse.Namespace(**spec["scoring"])
+
+    def progress(phase: str, count: int) -> None:
+        _tell(phase=phase, count=count)
+
+    scorer = make_scorer(args, progress=lambda k: progress("scored", k))
+    build_kept(spec["path"], Path(spec["stem"]), scorer=scorer, rescore=spec["rescore"], progress=progress)
+    _tell(phase="saved", count=0)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    try:
+        work(spec)
+    except Exception as exc:  # a scoring that stopped, a bug in a custom judger: told to the server
+        _tell(error=f"{type(exc).__name__}: {exc}")
+        return 1
+    except KeyboardInterrupt:  # ^C reaches the whole process group: the server says it stopped
+        return 130
+    return 0
+
+
+def in_worker(path: Path, scoring: dict[str, Any], rescore: bool) -> Any:
+    """A :data:`judger.cli.view_live.Builder` that indexes ``path`` in a worker process."""
+
+    def build(stem: Path | None, progress: Progress) -> RolloutIndex:
+        if stem is None:
+            raise ValueError("a worker needs a folder to keep the index it builds in")
+        spec = {"path": str(path), "stem": str(stem), "rescore": rescore, "scoring": scoring}
+        src = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "judger.cli.view_worker", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        _RUNNING.add(proc)
+        try:
+            error = _follow(proc, progress)
+            code = proc.wait()
+        finally:
+            _RUNNING.discard(proc)
+        if code != 0 or error is not None:
+            raise WorkerError(error or f"the indexing process exited with code {code}")
+        return RolloutIndex.load(stem)
+
+    return build
+
+
+def _follow(proc: subprocess.Popen[str], progress: Progress) -> str | None:
+    """Pass the worker's reports on to ``progress`` until it exits; its error message, if any."""
+    assert proc.stdout is not None
+    error = None
+    for line in proc.stdout:
+        if not line.startswith(MARK):
+            print(line, end="", file=sys.stderr)
+            continue
+        told = json.loads(line[len(MARK) :])
+        if "error" in told:
+            error = told["error"]
+        else:
+            progress(told["phase"], told["count"])
+    return error
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
