@@ -107,7 +107,7 @@ def test_a_null_response_is_failed_with_a_reason_not_scored(
     assert code == 3 and summary["failed"] == 2 and summary["judged"] == 2
     assert summary["data_sources"]["toy"]["mean_score"] == 1.0  # the missing answers are not zeros
     assert summary["data_sources"]["toy"]["failure_reasons"] == [
-        {"reason": "nothing to judge: the response is null", "count": 2}
+        {"reason": "NoResponseError: nothing to judge: the response is null", "count": 2}
     ]
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
     assert [(r["status"], r["score"]) for r in written] == [

@@ -20,6 +20,7 @@ from typing import Any
 
 from judger.cli.loading import ConfigError, load_preset, load_target
 from judger.cli.report import progress_bar, render_examples, render_summary
+from judger.core.errors import NoResponseError
 from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
@@ -179,18 +180,16 @@ def build(args: argparse.Namespace) -> Any:
 
 # --- scoring --------------------------------------------------------------------------------------
 
-NO_RESPONSE = "nothing to judge: the response is null"
-
-
 def fail_unanswered(judger: Any, states: list[Any]) -> list[Any]:
-    """Mark the states whose response is null FAILED with a reason (a missing answer is not a wrong
-    one: it must not be scored 0); the others, to judge."""
+    """Mark the states whose response is null FAILED with the presets' :class:`NoResponseError`,
+    whatever the judger (a judger of one's own may not check); the others, to judge."""
     answered = [s for s in states if s.response is not None]
     if len(answered) < len(states):
         name = getattr(judger, "judger_name", type(judger).__name__)
+        failure = JudgeFailure.from_exception(NoResponseError(), name)
         for state in states:
             if state.response is None:
-                mark_failed(state, JudgeFailure(judger=name, kind="error", message=NO_RESPONSE))
+                mark_failed(state, failure)
     return answered
 
 

@@ -45,6 +45,16 @@ class ConfigError(JudgerError, ValueError):
     """A judger or config could not be found or built; the message says what to change."""
 
 
+class NoResponseError(JudgerError, ValueError):
+    """A sample with nothing to judge: its response is null (or missing, which reads as null).
+
+    The sample FAILS with this reason: scored, a missing answer would earn a wrong one's reward.
+    """
+
+    def __init__(self, field: str = "response") -> None:
+        super().__init__(f"nothing to judge: the {field} is null")
+
+
 class RoutingError(JudgerError):
     """``data_source`` cannot be routed, or needs a merge_fn there is none of: a configuration error.
 
