@@ -136,17 +136,13 @@ def _needs_arguments(fn: Any) -> bool:
 def load_preset(name: str, overrides: dict[str, Any] | None = None) -> Servable:
     """A preset config from :mod:`judger.presets` by class name (``GSM8KJudgerConfig``) or short
     name (``gsm8k``, ``math``), built with ``overrides``."""
-    presets = importlib.import_module("judger.presets")
-    available = list(getattr(presets, "__all__", []))
-    wanted = {name.lower(), name.lower() + "judgerconfig"}
-    matches = [n for n in available if n.lower() in wanted]
-    if not matches:
-        raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(available)}")
+    from judger.presets import lookup
+
     try:
-        cls = getattr(presets, matches[0])
-    except (AttributeError, ImportError) as exc:
-        raise ConfigError(f"preset {matches[0]} is not available: {exc}") from exc
-    return _materialise(cls, dict(overrides or {}), f"preset {matches[0]}")
+        cls = lookup(name)
+    except ImportError as exc:  # a preset module whose optional dependency is missing
+        raise ConfigError(f"preset {name!r} is not available: {exc}") from exc
+    return _materialise(cls, dict(overrides or {}), f"preset {cls.__name__}")
 
 
 def load_target(spec: str, overrides: dict[str, Any] | None = None) -> Servable:
