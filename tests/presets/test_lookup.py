@@ -16,9 +16,15 @@ from judger.core.errors import ConfigError
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("gsm8k", "GSM8KJudgerConfig"), ("GSM8K", "GSM8KJudgerConfig"), ("math", "MathJudgerConfig"),
-     ("MathVerifyJudgerConfig", "MathVerifyJudgerConfig"), ("mathverify", "MathVerifyJudgerConfig"),
-     ("dapomath", "DapoMathJudgerConfig"), (" qaexactmatch ", "QAExactMatchJudgerConfig")],
+    [
+        ("gsm8k", "GSM8KJudgerConfig"),
+        ("GSM8K", "GSM8KJudgerConfig"),
+        ("math", "MathJudgerConfig"),
+        ("MathVerifyJudgerConfig", "MathVerifyJudgerConfig"),
+        ("mathverify", "MathVerifyJudgerConfig"),
+        ("dapomath", "DapoMathJudgerConfig"),
+        (" qaexactmatch ", "QAExactMatchJudgerConfig"),
+    ],
 )
 def test_lookup_by_class_or_short_name(name: str, expected: str) -> None:
     assert presets.lookup(name).__name__ == expected

@@ -180,6 +180,7 @@ def build(args: argparse.Namespace) -> Any:
 
 # --- scoring --------------------------------------------------------------------------------------
 
+
 def fail_unanswered(judger: Any, states: list[Any]) -> list[Any]:
     """Mark the states whose response is null FAILED with the presets' :class:`NoResponseError`,
     whatever the judger (a judger of one's own may not check); the others, to judge."""
