@@ -93,10 +93,8 @@ def test_judger_score_gives_the_librarys_reason(
 ) -> None:
     rows = [row("#### 42", "42", uid="a"), row(None, "42", uid="b")]
     out_path = tmp_path / "scored.jsonl"
-    code = main(
-        ["score", "--no-progress", "--format", "json", "--preset", "gsm8k", "-o", str(out_path)]
-        + [str(write_jsonl(rows))]
-    )
+    args = ["--no-progress", "--format", "json", "--preset", "gsm8k", "-o", str(out_path)]
+    code = main(["score", *args, str(write_jsonl(rows))])
     summary = json.loads(capsys.readouterr().out)
     assert code == 3 and summary["failed"] == 1 and summary["judged"] == 1
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
