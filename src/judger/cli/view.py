@@ -45,17 +45,18 @@ def _say(message: str) -> None:
 def make_scorer(args: argparse.Namespace) -> Any:
     """A function that judges a list of states with the judger ``judger score`` would build."""
     from judger.cli import score
+    from judger.cli.pools import close_shared_pool, start_pools
 
     def scorer(states: list[Any]) -> None:
         judger = score.build(args)
-        score._start_pools(judger)
+        start_pools(judger)
 
         async def main() -> None:
             try:
                 await score.score_states(judger, states, args.batch_size)
             finally:
                 await judger.aclose()
-                score._close_shared_pool()
+                close_shared_pool()
 
         asyncio.run(main())
 
