@@ -7,7 +7,6 @@ load on first use, so ``import judger.presets`` costs nothing until a preset is 
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import pkgutil
@@ -97,6 +96,8 @@ def lookup(name: str) -> type:
 
 def unknown_preset_message(name: str) -> str:
     """What :func:`lookup` says of a name no preset answers to: the closest one, and every one."""
+    import difflib  # only for this message: importing the package stays cheap
+
     names = preset_names()
     shorts = [short_name(n) for n in names]
     close = difflib.get_close_matches(name.strip().lower().removesuffix("judgerconfig"), shorts, n=1)
