@@ -4,6 +4,7 @@ concerns and, where there is one, the fix.
     JudgerError
      +-- ConfigError (ValueError)          a judger or config cannot be found or built
      |    +-- OutputConflict               `judger eval -o` names another run's file (or a foreign one)
+     +-- NoResponseError (ValueError)      a sample with a null response: nothing to judge
      +-- RoutingError                      a data_source no branch of a ComposedJudger takes
      +-- InputError (ValueError)           an input file as a whole cannot be read
      +-- JudgeTimeoutError (TimeoutError)  a judge call overran its deadline
