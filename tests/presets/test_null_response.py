@@ -101,3 +101,18 @@ def test_judger_score_gives_the_librarys_reason(
     assert [(r["status"], r["error_msg"]) for r in written] == [("completed", None), ("failed", REASON)]
     library = asyncio.run(presets.GSM8KJudgerConfig().build().judge(_state(None)))
     assert written[1]["error_msg"] == library.error_msg
+
+
+def test_verls_routing_fails_null_responses_in_each_branch() -> None:
+    from judger.compat.verl import default_judger_config
+
+    judger = default_judger_config().build()
+    states = [_state(None), _state("#### 42"), _state(None)]
+    for state, source in zip(states, ["openai/gsm8k", "openai/gsm8k", "DigitalLearningGmbH/MATH-lighteval"]):
+        state.data_source = source
+    try:
+        asyncio.run(judger.batch_judge(states))
+    finally:
+        judger.close()
+    assert [(s.status, s.error_msg) for s in states[::2]] == [(Status.FAILED, REASON)] * 2
+    assert states[1].reward is not None and states[1].reward["score"] == 1.0
