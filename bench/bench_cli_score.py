@@ -1,7 +1,8 @@
-"""`judger score` as a whole process (start to exit) against the raw scoring loop (issue 12).
+"""`judger score` as a whole process (start to exit) against the raw scoring loop.
 
     PYTHONPATH=src .venv/bin/python bench/bench_cli_score.py [--repeat 5] [--rows 10000]
         [--skip-math] [--before /work/main/src] [--math-rows 100000] [--only-stream]
+        [--only-startup] [--importtime]
 
 1. GSM8K: ``--rows`` verl-layout rows built from the bundled GSM8K test set (reference solutions,
    every fourth one with a wrong final answer; each row with its own ``extra_info``), scored by
@@ -14,6 +15,10 @@
    the default routing vs ``bench/raw_score_math_stream.py`` (one row at a time through judger's own
    MATH scorer). Targets: wall <= 1.5x, peak RSS <= 300 MB. The peak is ``wait4``'s ``ru_maxrss``:
    the largest process of the command's tree (the scoring worker processes included).
+
+4. Start-up (``--only-startup``): the GSM8K comparison of 1. alone, against its own target of 3x
+   (on 10,000 rows the whole process is mostly start-up). ``--importtime`` adds the heaviest
+   imports of that ``judger score`` process (``python -X importtime``, cumulative).
 
 Each side is a fresh ``python`` process, timed from spawn to exit, alternating; medians.
 ``--before SRC`` adds, in the same rounds, ``judger score`` run from another checkout's ``src``.
@@ -80,7 +85,7 @@ def wall_and_peak(cmd: list[str], src: Path = ROOT / "src") -> tuple[float, floa
     return elapsed, usage.ru_maxrss / 1024
 
 
-def compare_stream(rows: int, repeat: int) -> None:
+def compare_stream(rows: int, repeat: int, before: Path | None = None) -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "math_rows.jsonl"
@@ -90,7 +95,9 @@ def compare_stream(rows: int, repeat: int) -> None:
         raw_cmd = [py, str(ROOT / "bench" / "raw_score_math_stream.py"), str(data)]
         wall(judger_cmd)  # warm the page cache and the .pyc files
         wall(raw_cmd)
-        ours, peaks, raw, raw_peaks = [], [], [], []
+        if before is not None:
+            wall(judger_cmd, before)
+        ours, peaks, raw, raw_peaks, old, old_peaks = [], [], [], [], [], []
         for _ in range(repeat):
             t, peak = wall_and_peak(judger_cmd)
             ours.append(t)
@@ -98,12 +105,40 @@ def compare_stream(rows: int, repeat: int) -> None:
             t, peak = wall_and_peak(raw_cmd)
             raw.append(t)
             raw_peaks.append(peak)
+            if before is not None:
+                t, peak = wall_and_peak(judger_cmd, before)
+                old.append(t)
+                old_peaks.append(peak)
     a, b = statistics.median(ours), statistics.median(raw)
-    print(
+    row = (
         f"| MATH streamed, {rows:,} rows ({size:.0f} MB) | {a:.2f} s | {b:.2f} s | {a / b:.2f}x | <= 1.5x "
         f"| {max(peaks):.0f} MB | {max(raw_peaks):.0f} MB | <= 300 MB |"
     )
-    print(f"\nall walls: judger {[round(x, 2) for x in ours]}, raw {[round(x, 2) for x in raw]}")
+    if before is not None:
+        c = statistics.median(old)
+        row += f" {c:.2f} s | {c / b:.2f}x | {max(old_peaks):.0f} MB |"
+    print(row)
+    print(f"\nall walls: judger {[round(x, 2) for x in ours]}, raw {[round(x, 2) for x in raw]}", end="")
+    print(f", before {[round(x, 2) for x in old]}" if before is not None else "")
+
+
+def heaviest_imports(cmd: list[str], top: int = 15) -> None:
+    """The ``top`` imports of ``cmd`` by cumulative time (``python -X importtime``), nested ones
+    included: a module's line counts what it pulled in."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=env, check=False
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = line.split("|", 2)
+        if cumulative.strip().isdigit():
+            rows.append((int(cumulative), name.rstrip()))
+    print(f"\nheaviest imports of `judger score` (cumulative, -X importtime), top {top}:\n")
+    for micros, name in sorted(rows, reverse=True)[:top]:
+        print(f"    {micros / 1000:7.1f} ms  {name}")
 
 
 def compare(
@@ -127,6 +162,37 @@ def compare(
     print(row)
 
 
+def table_head(before: Path | None, extra: str = "") -> None:
+    """The header of a result table; ``extra``: more columns after the target (" a | b |")."""
+    columns = f"| input | judger score | raw | ratio | target |{extra}"
+    if before is not None:
+        columns += " before | ratio before |" + (" before peak |" if extra else "")
+    print(columns)
+    print("|---|---:|---:|---:|---|" + "---:|" * (columns.count("|") - 6))
+
+
+def only_stream(args: argparse.Namespace, before: Path | None) -> None:
+    load = os.getloadavg()[0]
+    table_head(before, " peak RSS | raw peak RSS | target |")
+    compare_stream(args.math_rows, args.repeat, before)
+    print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
+
+
+def only_startup(args: argparse.Namespace, before: Path | None) -> None:
+    load = os.getloadavg()[0]
+    py = sys.executable
+    score = [py, "-m", "judger", "score", "--no-progress", "--format", "json"]
+    table_head(before)
+    with tempfile.TemporaryDirectory() as tmp:
+        gsm = Path(tmp) / "gsm8k.jsonl"
+        gsm8k_rows(args.rows, gsm)
+        raw = [py, str(ROOT / "bench" / "raw_score_gsm8k.py"), str(gsm)]
+        compare(f"GSM8K, {args.rows:,} rows", [*score, str(gsm)], raw, args.repeat, "<= 3x", before)
+        if args.importtime:
+            heaviest_imports([*score, str(gsm)])
+    print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -139,19 +205,20 @@ def main() -> None:
     )
     ap.add_argument("--math-rows", type=int, default=100_000, help="rows of the streamed MATH run")
     ap.add_argument("--only-stream", action="store_true", help="only the streamed MATH run")
+    ap.add_argument("--only-startup", action="store_true", help="only the GSM8K whole-process run (<= 3x)")
+    ap.add_argument("--importtime", action="store_true", help="with --only-startup: the heaviest imports")
     args = ap.parse_args()
-    if args.only_stream:
-        load = os.getloadavg()[0]
-        print("| input | judger score | raw stream | ratio | target | peak RSS | raw peak RSS | target |")
-        print("|---|---:|---:|---:|---|---:|---:|---|")
-        compare_stream(args.math_rows, args.repeat)
-        print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")
-        return
     before = args.before.resolve() if args.before else None
+    if args.only_stream:
+        only_stream(args, before)
+        return
+    if args.only_startup:
+        only_startup(args, before)
+        return
     py = sys.executable
     score = [py, "-m", "judger.cli.main", "score", "--no-progress", "--format", "json"]
     load = os.getloadavg()[0]
-    print("### `judger score`, whole process (issue 12)\n")
+    print("### `judger score`, whole process\n")
     if before is None:
         print("| input | judger score | raw loop | ratio | target |")
         print("|---|---:|---:|---:|---|")

@@ -107,7 +107,7 @@ def test_a_null_response_is_failed_with_a_reason_not_scored(
     assert code == 3 and summary["failed"] == 2 and summary["judged"] == 2
     assert summary["data_sources"]["toy"]["mean_score"] == 1.0  # the missing answers are not zeros
     assert summary["data_sources"]["toy"]["failure_reasons"] == [
-        {"reason": "nothing to judge: the response is null", "count": 2}
+        {"reason": "NoResponseError: nothing to judge: the response is null", "count": 2}
     ]
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
     assert [(r["status"], r["score"]) for r in written] == [
@@ -274,3 +274,23 @@ def test_progress_counts_rows_on_a_terminal_only(
         [str(path), "-c", str(exact_match_config), "--format", "json"], capsys, progress=True
     )
     assert code == 0 and re.search(r"rows", err), err
+
+
+def test_the_collector_threshold_is_raised_while_scoring_and_restored_after(
+    write_jsonl: Any, row: Any, exact_match_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    seen: list[int] = []
+    real = score_cli.score_states
+
+    async def spy(*args: Any, **kwargs: Any) -> None:
+        seen.append(gc.get_threshold()[0])
+        await real(*args, **kwargs)
+
+    before = gc.get_threshold()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(score_cli, "score_states", spy)
+        code, _, _ = _score([str(write_jsonl([row("1", "1")])), "-c", str(exact_match_config)], capsys)
+    assert code == 0 and seen and seen[0] >= 50_000
+    assert gc.get_threshold() == before

@@ -111,5 +111,5 @@ def test_sources_config_judger_preset_router(caplog: pytest.LogCaptureFixture) -
     ) == [1.0]
     remote = judger_reward("http://127.0.0.1:9/reward", failure_reward=0.0)  # built only, no traffic
     assert remote.judger.judger_name == "remote"
-    with pytest.raises(ValueError, match="unknown judger"):
+    with pytest.raises(ValueError, match="unknown preset 'nope'"):
         judger_reward("nope", failure_reward=0.0)

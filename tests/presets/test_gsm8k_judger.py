@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from judger import ComposedJudgerConfig, GSM8KJudgerConfig, RolloutState, Status
+from judger.core.errors import NoResponseError
 from judger.scorers.math.gsm8k import canonical_number, compute_score, make_batch_scorer
 
 GOLDEN = [json.loads(line) for line in (Path(__file__).parent / "data" / "gsm8k_verl_golden.jsonl").open()]
@@ -133,7 +134,9 @@ async def test_batch_judge_matches_single_judge_and_fails_per_sample() -> None:
     assert [s.reward for s in batched] == [s.reward for s in singles]
     assert [s.reward["score"] if s.reward else None for s in batched] == [1.0, 1.0, 0.1, 0.0, None, 1.0, None]
     failed = batched[4]
-    assert failed.status == Status.FAILED and "str" in (failed.error_msg or "")
+    assert failed.status == Status.FAILED and failed.error_msg == (
+        "NoResponseError: nothing to judge: the response is null"
+    )
     assert failed.extra_fields["judge_failure"] == {"judger": "openai/gsm8k", "kind": "error"}
     # a missing label is a failure, not a wrong answer
     assert batched[6].status == Status.FAILED and "ground truth is None" in (batched[6].error_msg or "")
@@ -144,7 +147,7 @@ async def test_batch_judge_matches_single_judge_and_fails_per_sample() -> None:
 
 async def test_batch_judge_on_error_raise() -> None:
     judger = GSM8KJudgerConfig(on_error="raise").build()
-    with pytest.raises(TypeError):
+    with pytest.raises(NoResponseError):
         await judger.batch_judge([state("#### 72"), state(None)])
 
 

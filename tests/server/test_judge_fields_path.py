@@ -71,7 +71,8 @@ def test_an_inline_preset_scores_posted_fields_as_the_state_path_does(monkeypatc
             assert any('outcome="error"' in line for line in counted) or judger is gsm8k
             assert counted and counted == metric_lines(full_server.url)
     # the last round served the per-sample scorer: its failures are the samples' own, by index
-    assert [i for i, s in enumerate(light) if s["status"] == "failed"] == [4, 5]
+    assert [i for i, s in enumerate(light) if s["status"] == "failed"] == [2, 4, 5]
+    assert light[2]["error_msg"] == "NoResponseError: nothing to judge: the response is null"
     assert light[4]["error_msg"] == "ValueError: cannot score EXPLODE"
     assert light[5]["error_msg"].startswith("JudgerOutputError: judger 'picky' returned score=nan")
     assert light[6]["reward"] == {"score": 1.0, "tag": 1}  # extra_info read from extra_fields

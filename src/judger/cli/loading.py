@@ -136,17 +136,13 @@ def _needs_arguments(fn: Any) -> bool:
 def load_preset(name: str, overrides: dict[str, Any] | None = None) -> Servable:
     """A preset config from :mod:`judger.presets` by class name (``GSM8KJudgerConfig``) or short
     name (``gsm8k``, ``math``), built with ``overrides``."""
-    presets = importlib.import_module("judger.presets")
-    available = list(getattr(presets, "__all__", []))
-    wanted = {name.lower(), name.lower() + "judgerconfig"}
-    matches = [n for n in available if n.lower() in wanted]
-    if not matches:
-        raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(available)}")
+    from judger.presets import lookup
+
     try:
-        cls = getattr(presets, matches[0])
-    except (AttributeError, ImportError) as exc:
-        raise ConfigError(f"preset {matches[0]} is not available: {exc}") from exc
-    return _materialise(cls, dict(overrides or {}), f"preset {matches[0]}")
+        cls = lookup(name)
+    except ImportError as exc:  # a preset module whose optional dependency is missing
+        raise ConfigError(f"preset {name!r} is not available: {exc}") from exc
+    return _materialise(cls, dict(overrides or {}), f"preset {cls.__name__}")
 
 
 def load_target(spec: str, overrides: dict[str, Any] | None = None) -> Servable:
@@ -156,30 +152,39 @@ def load_target(spec: str, overrides: dict[str, Any] | None = None) -> Servable:
         file_part, _, attr = spec.rpartition(":")
     else:
         file_part, attr = spec, ""
-    path = Path(file_part)
-    if file_part.endswith(".py") or path.is_file():
-        if not path.is_file():
-            raise ConfigError(f"config file {file_part!r} does not exist")
-        module = load_file(path)
-        if attr:
-            if not hasattr(module, attr):
-                raise ConfigError(f"{file_part} has no attribute {attr!r}")
-            obj = getattr(module, attr)
-        else:
-            obj = _pick(module, file_part)
-        return _materialise(obj, overrides, spec)
+    if file_part.endswith(".py") or Path(file_part).is_file():
+        return _materialise(_from_file(file_part, attr), overrides, spec)
     if ":" not in spec:
-        try:
-            module = importlib.import_module(spec)
-        except ImportError as exc:
-            if "." not in spec:
-                raise ConfigError(
-                    f"{spec!r} is neither a .py file, an importable module nor 'package.module:NAME' ({exc})"
-                ) from None
-        else:
+        module = _import_module(spec)
+        if module is not None:
             return _materialise(_pick(module, spec), overrides, spec)
     try:
         target = import_object(spec)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return _materialise(target, overrides, spec)
+
+
+def _from_file(file_part: str, attr: str) -> Any:
+    """The object a config file names: ``attr``, or the one config it defines."""
+    path = Path(file_part)
+    if not path.is_file():
+        raise ConfigError(f"config file {file_part!r} does not exist")
+    module = load_file(path)
+    if not attr:
+        return _pick(module, file_part)
+    if not hasattr(module, attr):
+        raise ConfigError(f"{file_part} has no attribute {attr!r}")
+    return getattr(module, attr)
+
+
+def _import_module(spec: str) -> Any:
+    """The module ``spec`` names, or None when it may be ``package.module.NAME`` instead."""
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        if "." not in spec:
+            raise ConfigError(
+                f"{spec!r} is neither a .py file, an importable module nor 'package.module:NAME' ({exc})"
+            ) from None
+    return None

@@ -202,38 +202,60 @@ def _fmt(value: Any, digits: int = 3) -> str:
 _ONE_TABLE_WIDTH = 110
 
 
-def render_summary(summary: dict[str, Any], console: Any, title: str = "judger score") -> None:
-    """Draw the per-data_source table on a rich Console, then the top failure reasons per source."""
-    from rich.table import Table
-
-    ns = {v["at_n"]["n"] for v in summary["data_sources"].values() if v["at_n"]}
-    suffix = f"@{ns.pop()}" if len(ns) == 1 else "@N"
+def _caption(summary: dict[str, Any]) -> str:
     rate = summary["samples_per_s"]
     caption = f"{summary['samples']} samples in {summary['elapsed_s']:.1f} s ({_fmt(rate, 1)} samples/s)"
     if summary["skipped"]:
         caption += f"; {summary['skipped']} not judged (status not completed)"
     if summary["bad_rows"]:
         caption += f"; {summary['bad_rows']} unreadable input row(s) skipped"
+    return caption
+
+
+def _new_table(title: str | None, caption: str | None) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table.add_column("data_source", overflow="fold", max_width=40)
+    return table
+
+
+def _number_column(table: Any, name: str) -> None:
+    # numbers never shrink: the data_source column folds instead
+    table.add_column(name, justify="right", no_wrap=True, min_width=max(len(name), 5))
+
+
+def _total_cells(summary: dict[str, Any]) -> list[str]:
+    """The "all" row over several data_sources: the score is the mean over every judged sample."""
+    judged = [v for v in summary["data_sources"].values() if v["mean_score"] is not None]
+    weight = sum(v["judged"] for v in judged)
+    mean_score = sum(v["mean_score"] * v["judged"] for v in judged) / weight if weight else None
+    return [
+        "all",
+        str(summary["samples"]),
+        str(summary["failed"]),
+        str(summary["timed_out"]),
+        _fmt(mean_score),
+        "",
+    ]
+
+
+def render_summary(summary: dict[str, Any], console: Any, title: str = "judger score") -> None:
+    """Draw the per-data_source table on a rich Console, then the top failure reasons per source."""
+    ns = {v["at_n"]["n"] for v in summary["data_sources"].values() if v["at_n"]}
+    suffix = f"@{ns.pop()}" if len(ns) == 1 else "@N"
+    caption = _caption(summary)
     split = (getattr(console, "width", None) or _ONE_TABLE_WIDTH) < _ONE_TABLE_WIDTH
     has_at_n = any(v["at_n"] for v in summary["data_sources"].values())
 
-    def new_table(table_title: str | None, table_caption: str | None) -> Any:
-        table = Table(title=table_title, title_justify="left", caption=table_caption, caption_justify="left")
-        table.add_column("data_source", overflow="fold", max_width=40)
-        return table
-
-    def number_column(table: Any, name: str) -> None:
-        # numbers never shrink: the data_source column folds instead
-        table.add_column(name, justify="right", no_wrap=True, min_width=max(len(name), 5))
-
-    table = new_table(title, None if split and has_at_n else caption)
+    table = _new_table(title, None if split and has_at_n else caption)
     for name in ("samples", "failed", "timeout", "score", "acc"):
-        number_column(table, name)
-    at_n_table = new_table(None, caption) if split and has_at_n else table
+        _number_column(table, name)
+    at_n_table = _new_table(None, caption) if split and has_at_n else table
     if suffix == "@N":
-        number_column(at_n_table, "N")
+        _number_column(at_n_table, "N")
     for name in AT_N:
-        number_column(at_n_table, name + suffix)
+        _number_column(at_n_table, name + suffix)
     for name, row in summary["data_sources"].items():
         at_n = row["at_n"] or {}
         cells = [
@@ -252,17 +274,7 @@ def render_summary(summary: dict[str, Any], console: Any, title: str = "judger s
             table.add_row(*cells)
             at_n_table.add_row(name, *at_n_cells)
     if len(summary["data_sources"]) > 1:
-        judged = [v for v in summary["data_sources"].values() if v["mean_score"] is not None]
-        weight = sum(v["judged"] for v in judged)
-        mean_score = sum(v["mean_score"] * v["judged"] for v in judged) / weight if weight else None
-        total = [
-            "all",
-            str(summary["samples"]),
-            str(summary["failed"]),
-            str(summary["timed_out"]),
-            _fmt(mean_score),
-            "",
-        ]
+        total = _total_cells(summary)
         if at_n_table is table:
             total += [""] * (len(AT_N) + (1 if suffix == "@N" else 0))
         table.add_section()

@@ -10,26 +10,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
 from judger.cli.loading import ConfigError, load_preset, load_target
+from judger.cli.pools import close_shared_pool, size_process_pool, start_pools
 from judger.cli.report import progress_bar, render_examples, render_summary
+from judger.core.errors import NoResponseError
 from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
-from judger.runtime.procpool.shared import (
-    close_shared_pool,
-    configure_shared_pool,
-    shared_pool,
-    shared_pool_options,
-)
 
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1
@@ -129,33 +127,12 @@ def with_workers(cfg: Any, workers: int) -> Any:
     return cfg
 
 
-def _size_process_pool(workers: int) -> None:
-    """Size the shared worker-process pool (keeping any other options already configured)."""
-    configure_shared_pool(**{**shared_pool_options(), "workers": workers})
-
-
 def _unusable(judger: Any) -> int:
     """Release a judger built before the input turned out unusable; the command then exits."""
     if judger is not None:
         judger.close()
-        _close_shared_pool()
+        close_shared_pool()
     return EXIT_UNUSABLE
-
-
-def _start_pools(judger: Any) -> None:
-    """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
-    stack, uses_pool = [judger], False
-    while stack and not uses_pool:
-        current = stack.pop()
-        stack.extend(getattr(current, "branches", {}).values())
-        uses_pool = getattr(current, "execution", None) == "process"
-    if uses_pool:
-        shared_pool().start()
-
-
-def _close_shared_pool() -> None:
-    """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
-    close_shared_pool()
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -168,7 +145,7 @@ def build(args: argparse.Namespace) -> Any:
         cfg = default_config(args.compat)
     if args.workers:
         cfg = with_workers(cfg, args.workers)
-        _size_process_pool(args.workers)
+        size_process_pool(args.workers)
     if isinstance(cfg, BaseJudger):
         return cfg
     try:
@@ -179,18 +156,17 @@ def build(args: argparse.Namespace) -> Any:
 
 # --- scoring --------------------------------------------------------------------------------------
 
-NO_RESPONSE = "nothing to judge: the response is null"
-
 
 def fail_unanswered(judger: Any, states: list[Any]) -> list[Any]:
-    """Mark the states whose response is null FAILED with a reason (a missing answer is not a wrong
-    one: it must not be scored 0); the others, to judge."""
+    """Mark the states whose response is null FAILED with the presets' :class:`NoResponseError`,
+    whatever the judger (a judger of one's own may not check); the others, to judge."""
     answered = [s for s in states if s.response is not None]
     if len(answered) < len(states):
         name = getattr(judger, "judger_name", type(judger).__name__)
+        failure = JudgeFailure.from_exception(NoResponseError(), name)
         for state in states:
             if state.response is None:
-                mark_failed(state, JudgeFailure(judger=name, kind="error", message=NO_RESPONSE))
+                mark_failed(state, failure)
     return answered
 
 
@@ -224,28 +200,42 @@ def _say(message: str) -> None:
 # rows per chunk read, judged and written at a time: memory holds about two chunks
 CHUNK_ROWS = 4096
 _SHOWN_ERRORS = 20
+# a chunk allocates millions of objects and frees them by reference counting (rows hold no
+# cycles): a young-generation collection every few hundred allocations would only re-scan them
+_YOUNG_COLLECTION_EVERY = 50_000
 
 
 def _next_chunk(chunks: Iterator[Any]) -> Any:
     return next(chunks, None)
 
 
-def run(args: argparse.Namespace) -> int:
-    # trainer.io only for this subcommand: `judger serve` and `judger --help` do not load it
-    from judger.cli.sink import OutputSink
-    from judger.cli.tally import Tally
-    from judger.trainer.io import InputError, iter_rollouts
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """The garbage collector's young threshold raised while scoring, restored after."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], _YOUNG_COLLECTION_EVERY), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the arguments cannot run together, if they cannot."""
     if args.compat and (args.config or args.preset):
-        _say("judger score: --compat applies to the default config only (drop -c / --preset)")
-        return EXIT_UNUSABLE
+        return "--compat applies to the default config only (drop -c / --preset)"
     if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or args.examples < 0:
-        _say("judger score: --batch-size and --workers must be >= 1, --examples >= 0")
-        return EXIT_UNUSABLE
+        return "--batch-size and --workers must be >= 1, --examples >= 0"
     if args.output and _same_file(args.input, args.output):
         # rows that cannot be read are not written back: scoring in place would lose them
-        _say(f"judger score: -o {args.output} is the input file; write the scored rows to another path")
-        return EXIT_UNUSABLE
+        return f"-o {args.output} is the input file; write the scored rows to another path"
+    return None
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, Iterator[Any], Any] | int:
+    """The judger, the input's chunks and its first chunk; or the exit code if either is unusable."""
+    # trainer.io only for this subcommand: `judger serve` and `judger --help` do not load it
+    from judger.trainer.io import InputError, iter_rollouts
 
     # the judger first, so that its worker processes start while the file is read
     config_error: ConfigError | None = None
@@ -255,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         config_error = exc
     else:
-        _start_pools(judger)
+        start_pools(judger)
     # the default config routes on data_source; a preset or a config of one's own may not need it
     chunks = iter_rollouts(args.input, CHUNK_ROWS, require_data_source=not (args.config or args.preset))
     try:
@@ -269,120 +259,171 @@ def run(args: argparse.Namespace) -> int:
     if config_error is not None:
         _say(f"judger score: {config_error}")
         return EXIT_UNUSABLE
+    return judger, chunks, first
 
-    tally = Tally(args.examples)
-    report_sample = None
-    if args.html:
-        from judger.cli.html_report import ReportSample
 
-        report_sample = ReportSample()  # bounded: a few examples and points, every score
-    sink: OutputSink | None = None
-    write_error: str | None = None
-    if args.output:
-        try:
-            sink = OutputSink(args.output)
-        except OSError as exc:  # scored all the same: the report is worth having
-            write_error = f"{type(exc).__name__}: {exc}"
+class _Outputs:
+    """Where judged chunks go: the tally of the report, the HTML report's sample, the output file."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from judger.cli.tally import Tally
+
+        self.input = args.input
+        self.tally = Tally(args.examples)
+        self.report_sample: Any = None
+        if args.html:
+            from judger.cli.html_report import ReportSample
+
+            self.report_sample = ReportSample()  # bounded: a few examples and points, every score
+        self.sink: Any = None
+        self.write_error: str | None = None
+        if args.output:
+            from judger.cli.sink import OutputSink
+
+            try:
+                self.sink = OutputSink(args.output)
+            except OSError as exc:  # scored all the same: the report is worth having
+                self.write_error = f"{type(exc).__name__}: {exc}"
+
+    def report_errors(self, errors: list[Any]) -> None:
+        for error in errors:
+            if len(self.tally.errors) < _SHOWN_ERRORS:
+                _say(f"{self.input}: {error}")
+            self.tally.errors.append(error)
+
+    def add(self, chunk: Any) -> None:
+        if self.sink is not None and self.write_error is None:
+            try:
+                self.sink.write(chunk.states, chunk.layout)
+            except Exception as exc:
+                self.write_error = f"{type(exc).__name__}: {exc}"
+                self.sink.discard()
+        self.tally.add(chunk.states)
+        if self.report_sample is not None:
+            self.report_sample.add(chunk.states)
+
+    def discard(self) -> None:
+        if self.sink is not None:
+            self.sink.discard()
+
+    def commit(self) -> None:
+        if self.sink is not None and self.write_error is None:
+            try:
+                self.sink.commit()
+            except Exception as exc:
+                self.write_error = f"{type(exc).__name__}: {exc}"
+
+
+async def _score_chunks(
+    args: argparse.Namespace, judger: Any, chunks: Iterator[Any], first: Any, outputs: _Outputs
+) -> None:
     # the bar only where someone watches it: a pipe or a CI log gets no control characters
     show_progress = not args.no_progress and sys.stderr.isatty()
-    start = time.perf_counter()
+    loop = asyncio.get_running_loop()
+    try:
+        with progress_bar("rows", None, enabled=show_progress) as advance:
+            chunk = first
+            while chunk is not None:
+                # the next chunk is read (in a thread) while this one is judged
+                reading = loop.run_in_executor(None, _next_chunk, chunks)
+                try:
+                    outputs.report_errors(chunk.errors)
+                    to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
+                    await score_states(judger, to_judge, args.batch_size)
+                    outputs.add(chunk)
+                    advance(len(chunk.errors) + len(set(chunk.rows)))
+                finally:
+                    following = await reading
+                chunk = following
+    finally:
+        await judger.aclose()
+        close_shared_pool()
 
-    def report_errors(errors: list[Any]) -> None:
-        for error in errors:
-            if len(tally.errors) < _SHOWN_ERRORS:
-                _say(f"{args.input}: {error}")
-            tally.errors.append(error)
 
-    async def main() -> None:
-        nonlocal write_error
-        loop = asyncio.get_running_loop()
-        try:
-            with progress_bar("rows", None, enabled=show_progress) as advance:
-                chunk = first
-                while chunk is not None:
-                    # the next chunk is read (in a thread) while this one is judged
-                    reading = loop.run_in_executor(None, _next_chunk, chunks)
-                    try:
-                        report_errors(chunk.errors)
-                        to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
-                        await score_states(judger, to_judge, args.batch_size)
-                        if sink is not None and write_error is None:
-                            try:
-                                sink.write(chunk.states, chunk.layout)
-                            except Exception as exc:
-                                write_error = f"{type(exc).__name__}: {exc}"
-                                sink.discard()
-                        tally.add(chunk.states)
-                        if report_sample is not None:
-                            report_sample.add(chunk.states)
-                        advance(len(chunk.errors) + len(set(chunk.rows)))
-                    finally:
-                        following = await reading
-                    chunk = following
-        finally:
-            await judger.aclose()
-            _close_shared_pool()
+def _stream(
+    args: argparse.Namespace, judger: Any, chunks: Iterator[Any], first: Any, outputs: _Outputs
+) -> int | None:
+    """Judge every chunk; the exit code if the run stopped, None when every chunk went through."""
+    from judger.trainer.io import InputError
 
     try:
-        asyncio.run(main())
+        asyncio.run(_score_chunks(args, judger, chunks, first, outputs))
     except KeyboardInterrupt:
-        if sink is not None:
-            sink.discard()
+        outputs.discard()
         _say("judger score: interrupted")
         return 130
     except InputError as exc:
-        if sink is not None:
-            sink.discard()
+        outputs.discard()
         _say(f"judger score: {exc}")
         return EXIT_UNUSABLE
     except Exception as exc:  # a judger with on_error="raise", or a bug in a custom judger
-        if sink is not None:
-            sink.discard()
+        outputs.discard()
         _say(f"judger score: scoring stopped: {type(exc).__name__}: {exc}")
         return EXIT_UNUSABLE
-    elapsed = time.perf_counter() - start
-    if len(tally.errors) > _SHOWN_ERRORS:
-        _say(f"... and {len(tally.errors) - _SHOWN_ERRORS} more bad rows")
-    if not tally.samples:
-        if sink is not None:
-            sink.discard()
-        _say(f"judger score: {args.input}: no rows to score")
-        return EXIT_UNUSABLE
+    return None
 
-    if sink is not None and write_error is None:
-        try:
-            sink.commit()
-        except Exception as exc:
-            write_error = f"{type(exc).__name__}: {exc}"
-    if write_error is not None:
-        _say(f"judger score: cannot write {args.output}: {write_error}")
-    summary = {"input": str(args.input), **tally.summary(elapsed)}
-    if tally.errors:
-        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
-    shown = tally.examples
-    html_failed = False
-    if report_sample is not None:
-        from judger.cli.html_report import write_sample_report
 
-        html_failed = not write_sample_report(args.html, summary, report_sample)
+def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:
+    shown = outputs.tally.examples
     if args.format == "json":
         if shown:
             summary["examples"] = shown
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
-    else:
-        from rich.console import Console
+        return
+    from rich.console import Console
 
-        # piped output is read by people too: do not squeeze the table into 80 columns
-        out = Console() if sys.stdout.isatty() else Console(width=160)
-        if shown:
-            render_examples(shown, out)
-        render_summary(summary, out)
-        if args.output and write_error is None:
-            out.print(f"wrote {tally.samples} rows to {args.output}")
-    if write_error is not None or html_failed:
+    # piped output is read by people too: do not squeeze the table into 80 columns
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    if shown:
+        render_examples(shown, out)
+    render_summary(summary, out)
+    if args.output and outputs.write_error is None:
+        out.print(f"wrote {outputs.tally.samples} rows to {args.output}")
+
+
+def _finish(args: argparse.Namespace, outputs: _Outputs, elapsed: float) -> int:
+    """Put the output in place, report, and say how the run went (the exit code)."""
+    tally = outputs.tally
+    if len(tally.errors) > _SHOWN_ERRORS:
+        _say(f"... and {len(tally.errors) - _SHOWN_ERRORS} more bad rows")
+    if not tally.samples:
+        outputs.discard()
+        _say(f"judger score: {args.input}: no rows to score")
+        return EXIT_UNUSABLE
+    outputs.commit()
+    if outputs.write_error is not None:
+        _say(f"judger score: cannot write {args.output}: {outputs.write_error}")
+    summary = {"input": str(args.input), **tally.summary(elapsed)}
+    if tally.errors:
+        summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
+    html_failed = False
+    if outputs.report_sample is not None:
+        from judger.cli.html_report import write_sample_report
+
+        html_failed = not write_sample_report(args.html, summary, outputs.report_sample)
+    _print_report(args, summary, outputs)
+    if outputs.write_error is not None or html_failed:
         return EXIT_UNUSABLE
     if tally.errors:
         return EXIT_BAD_ROWS
     if summary["failed"] or summary["timed_out"]:
         return EXIT_JUDGE_FAILURES
     return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    refusal = _refusal(args)
+    if refusal is not None:
+        _say(f"judger score: {refusal}")
+        return EXIT_UNUSABLE
+    with _few_collections():
+        opened = _open(args)
+        if isinstance(opened, int):
+            return opened
+        judger, chunks, first = opened
+        outputs = _Outputs(args)
+        start = time.perf_counter()
+        stopped = _stream(args, judger, chunks, first, outputs)
+        if stopped is not None:
+            return stopped
+        return _finish(args, outputs, time.perf_counter() - start)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from judger.cli.report import _at_n, _number, examples, failure_kind, failure_reason, top_reasons_of
-from judger.core.rollout import RolloutState
+from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import RowError
 from judger.trainer.metrics import (
     Metrics,
@@ -102,6 +102,21 @@ class _Source:
         self.accs: list[float] = [0.0, 0.0]
         self.reasons: Counter[str] = Counter()
 
+    def count_failure(self, kind: str, reason: str) -> None:
+        if kind == "timeout":
+            self.timed_out += 1
+        else:
+            self.failed += 1
+        self.reasons[reason] += 1
+
+    def add_reward(self, reward: dict[str, Any]) -> None:
+        self.judged += 1
+        for total, key in ((self.scores, "score"), (self.accs, "acc")):
+            value = _number(reward.get(key))
+            if value is not None:
+                total[0] += value
+                total[1] += 1
+
 
 class Tally:
     """Everything the report of a streamed run needs, added chunk by chunk."""
@@ -130,37 +145,37 @@ class Tally:
 
     def _add(self, state: RolloutState) -> None:
         self.samples += 1
-        name = data_source_name(state.data_source)
-        source = self._sources.get(name)
-        if source is None:
-            source = self._sources[name] = _Source()
-            self._source_codes[name] = len(self._source_codes)
+        source, code = self._source_of(state.data_source)
         source.samples += 1
-        reward = state.reward
-        kind = failure_kind(state)
+        kind = failure_kind(state) if state.status == Status.FAILED else None
         if kind is not None:
-            if kind == "timeout":
-                source.timed_out += 1
-            else:
-                source.failed += 1
-            source.reasons[failure_reason(state)] += 1
+            source.count_failure(kind, failure_reason(state))
+        reward = state.reward
         if reward is None:
             if kind is None:
                 source.skipped += 1
             return
-        source.judged += 1
-        for total, key in ((source.scores, "score"), (source.accs, "acc")):
-            value = _number(reward.get(key))
-            if value is not None:
-                total[0] += value
-                total[1] += 1
+        source.add_reward(reward)
+        self._add_judged(code, _group_hash(state), reward)
+
+    def _source_of(self, data_source: Any) -> tuple[_Source, int]:
+        """The counters of a data_source, and its code in the judged columns."""
+        name = data_source_name(data_source)
+        source = self._sources.get(name)
+        if source is None:
+            source = self._sources[name] = _Source()
+            self._source_codes[name] = len(self._source_codes)
+        return source, self._source_codes[name]
+
+    def _add_judged(self, source_code: int, group: int, reward: dict[str, Any]) -> None:
         n = len(self._judged_source)
-        self._judged_source.append(self._source_codes[name])
-        self._judged_group.append(_group_hash(state))
+        self._judged_source.append(source_code)
+        self._judged_group.append(group)
+        columns = self._columns
         for key in reward:
-            if key not in self._columns:
-                self._columns[key] = _Column(n)
-        for key, column in self._columns.items():
+            if key not in columns:
+                columns[key] = _Column(n)  # missing (NaN) for the samples judged before
+        for key, column in columns.items():
             column.append(reward.get(key))
 
     def metrics(self) -> Metrics:

@@ -73,18 +73,19 @@ class ChunkScorer:
 
     def __call__(self, states: list[Any]) -> None:
         from judger.cli import score
+        from judger.cli.pools import start_pools
 
         if self._judger is None:
             self._loop = asyncio.new_event_loop()
             self._judger = score.build(self.args)
-            score._start_pools(self._judger)
+            start_pools(self._judger)
         assert self._loop is not None
         self._loop.run_until_complete(
             score.score_states(self._judger, states, self.args.batch_size, self.progress)
         )
 
     def close(self) -> None:
-        from judger.cli import score
+        from judger.cli.pools import close_shared_pool
 
         judger, loop = self._judger, self._loop
         self._judger = self._loop = None
@@ -93,7 +94,7 @@ class ChunkScorer:
         try:
             loop.run_until_complete(judger.aclose())
         finally:
-            score._close_shared_pool()
+            close_shared_pool()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()

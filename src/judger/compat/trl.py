@@ -84,16 +84,9 @@ def resolve_judger(source: Any) -> BaseJudger:
             return JudgerConfig(judger_name="remote", reward_handler=source).build()
         if source.lower() == "verl":
             return default_judger_config().build()
-        import judger.presets as presets
+        from judger.presets import lookup
 
-        wanted = {source.lower(), source.lower() + "judgerconfig"}
-        for name in presets.preset_names():
-            if name.lower() in wanted:
-                return getattr(presets, name)().build()
-        raise ValueError(
-            f"unknown judger {source!r}: give a judger, a judger config, 'verl', an http(s):// URL or a "
-            f"preset ({', '.join(presets.preset_names())}, or their short names such as 'math')"
-        )
+        return lookup(source)().build()  # unknown: the CLI's and the server's error, word for word
     raise TypeError(f"cannot make a judger from {type(source).__name__}: {source!r}")
 
 

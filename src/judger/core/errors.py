@@ -4,6 +4,7 @@ concerns and, where there is one, the fix.
     JudgerError
      +-- ConfigError (ValueError)          a judger or config cannot be found or built
      |    +-- OutputConflict               `judger eval -o` names another run's file (or a foreign one)
+     +-- NoResponseError (ValueError)      a sample with a null response: nothing to judge
      +-- RoutingError                      a data_source no branch of a ComposedJudger takes
      +-- InputError (ValueError)           an input file as a whole cannot be read
      +-- JudgeTimeoutError (TimeoutError)  a judge call overran its deadline
@@ -43,6 +44,16 @@ class JudgerError(Exception):
 
 class ConfigError(JudgerError, ValueError):
     """A judger or config could not be found or built; the message says what to change."""
+
+
+class NoResponseError(JudgerError, ValueError):
+    """A sample with nothing to judge: its response is null (or missing, which reads as null).
+
+    The sample FAILS with this reason: scored, a missing answer would earn a wrong one's reward.
+    """
+
+    def __init__(self, field: str = "response") -> None:
+        super().__init__(f"nothing to judge: the {field} is null")
 
 
 class RoutingError(JudgerError):

@@ -12,6 +12,8 @@ import inspect
 import pkgutil
 from types import ModuleType
 
+from judger.core.errors import ConfigError
+
 _MACHINERY = frozenset({"base", "inline", "xtuner_options"})
 _found: dict[str, type] = {}
 _loaded: set[str] = set()
@@ -65,6 +67,43 @@ def preset_names() -> list[str]:
     for module_name in _preset_modules():
         _load(module_name)
     return sorted(_found)
+
+
+def short_name(class_name: str) -> str:
+    """The name a preset is asked for by: ``GSM8KJudgerConfig`` -> ``gsm8k``."""
+    return class_name.removesuffix("JudgerConfig").lower()
+
+
+def lookup(name: str) -> type:
+    """The preset config class asked for by ``name``: its class name (``GSM8KJudgerConfig``) or its
+    short name (``gsm8k``, ``math``), in any case. The one lookup of the CLI, the server and TRL.
+
+    Raises :class:`ConfigError` naming the closest preset and every known one.
+    """
+    wanted = name.strip().lower().removesuffix("judgerconfig")
+    modules = _preset_modules()
+    # usually one import: the module named like the preset first, the rest only if it is not there
+    for module_name in [*_likely_first(wanted, modules), None]:
+        found = next((cls for n, cls in _found.items() if short_name(n) == wanted), None)
+        if found is not None or module_name is None:
+            break
+        if module_name not in _loaded:
+            _load(module_name)
+    if found is None:
+        raise ConfigError(unknown_preset_message(name))
+    return found
+
+
+def unknown_preset_message(name: str) -> str:
+    """What :func:`lookup` says of a name no preset answers to: the closest one, and every one."""
+    import difflib  # only for this message: importing the package stays cheap
+
+    names = preset_names()
+    shorts = [short_name(n) for n in names]
+    close = difflib.get_close_matches(name.strip().lower().removesuffix("judgerconfig"), shorts, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = ", ".join(f"{s} ({n})" for s, n in zip(shorts, names))
+    return f"unknown preset {name!r}{hint}; known presets: {known}"
 
 
 def __getattr__(name: str) -> object:

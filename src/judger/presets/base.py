@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from judger.core.errors import JudgeTimeoutError
+from judger.core.errors import JudgeTimeoutError, NoResponseError
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
@@ -106,7 +106,9 @@ class ScorerJudger(BatchJudger):
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         reward_model = rollout_state.reward_model
         response = rollout_state.response
-        if self.response_window is not None and response is not None and len(response) > self.response_window:
+        if response is None:  # the sample fails (captured per on_error), it is not scored
+            raise NoResponseError()
+        if self.response_window is not None and len(response) > self.response_window:
             response = response[-self.response_window :]
         payload: JudgerPayload = {
             "response": response,

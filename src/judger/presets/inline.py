@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from judger.core.errors import NoResponseError
 from judger.core.judger import Judger
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, write_reward
@@ -62,7 +63,15 @@ class InlineScorerJudger(ScorerJudger):
 
     def score_fields(self, fields: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The output dict, or the exception of a failed sample, for each state given as its field
-        values (a state's instance dict, or the validated fields of a posted state)."""
+        values (a state's instance dict, or the validated fields of a posted state). A null response
+        fails with :class:`NoResponseError`, as :meth:`preprocess` fails it on the state path."""
+        unanswered = [i for i, f in enumerate(fields) if f.get("response") is None]
+        if unanswered:
+            answered = [f for f in fields if f.get("response") is not None]
+            out = self.score_fields(answered) if answered else []
+            for i in unanswered:
+                out.insert(i, NoResponseError())
+            return out
         if self.batch_scorer is None:
             return self._generic_batch(fields)
         models = [f.get("reward_model") for f in fields]
