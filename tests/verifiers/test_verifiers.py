@@ -64,8 +64,24 @@ async def test_incomplete_samples_are_not_sent(
         "judge_reply": None,
         "skip_reason": "status is aborted, not completed",
     }
-    assert no_response.reward is not None and no_response.reward["skip_reason"] == "response is None"
     assert fake.chat_requests == 0 and fake.models_requests == 0
+    # a completed sample with no response is not a wrong answer: it fails, as the rule presets fail it
+    assert no_response.status == Status.FAILED and "nothing to judge" in (no_response.error_msg or "")
+
+
+async def test_a_null_response_fails_as_the_rule_presets_fail_it(
+    fake_grader: Fake, make_state: Callable[..., RolloutState]
+) -> None:
+    from judger.presets import MathJudgerConfig
+
+    _, url = fake_grader
+    async with _config(url).build() as judger:
+        [graded] = await judger.batch_judge([make_state(None, "5")])
+    [ruled] = await MathJudgerConfig().build().batch_judge([make_state(None, "5")])
+    assert graded.status == ruled.status == Status.FAILED
+    assert graded.reward == ruled.reward
+    assert graded.error_msg is not None and ruled.error_msg is not None
+    assert graded.error_msg.split(": ", 1)[1] == ruled.error_msg.split(": ", 1)[1]
 
 
 async def test_a_state_at_the_default_status_is_graded_as_the_rule_presets_judge_it(

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from judger.core.deadlines import judge_deadline
+from judger.core.errors import NoResponseError
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
@@ -52,9 +53,11 @@ class LLMJudger(BatchJudger):
     "invalid"). A reply with no verdict, or a verdict with no score, raises
     :class:`~judger.verifiers.verdicts.VerdictParseError`: a judge failure, never a silent score.
 
-    A sample whose status is not COMPLETED (nor INIT, the default of a state built by hand), or whose
-    response is None, is not sent to the grader: it
-    scores ``skip_score`` with ``verdict="skipped"`` and ``skip_reason`` saying why (as XTuner).
+    A sample whose status is not COMPLETED (nor INIT, the default of a state built by hand) is not
+    sent to the grader: it scores ``skip_score`` with ``verdict="skipped"`` and ``skip_reason``
+    saying why (as XTuner). A completed sample whose response is None FAILS with
+    :class:`~judger.core.errors.NoResponseError`, as the rule presets fail it: a missing answer is
+    not a wrong one.
 
     Every reward holds ``score``, ``acc`` (the verdict is in ``correct_verdicts``), ``verdict`` and
     ``judge_reply`` (the grader's raw text).
@@ -150,8 +153,6 @@ class LLMJudger(BatchJudger):
         # rule presets judge such a state, so the grader does too
         if status not in (Status.COMPLETED, Status.INIT):
             return f"status is {status.value}, not completed"
-        if payload.get("response") is None:
-            return "response is None"
         return None
 
     async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
@@ -171,7 +172,7 @@ class LLMJudger(BatchJudger):
         return check_output(output, self.judger_name)
 
     def _dedup_key(self, payload: JudgerPayload) -> Any:
-        if not self.dedup or self.skip_reason(payload) is not None:
+        if not self.dedup or self.skip_reason(payload) is not None or payload.get("response") is None:
             return None
         return tuple(m["content"] for m in self.build_messages(payload))
 
@@ -185,6 +186,8 @@ class LLMJudger(BatchJudger):
                 "judge_reply": None,
                 "skip_reason": reason,
             }
+        if payload.get("response") is None:
+            raise NoResponseError()
         reply = await self.pool.chat(self.build_messages(payload), **self.sampling_params)
         return self.read_verdict(reply.text)
 
