@@ -49,9 +49,10 @@ from judger.compat.verl.batch import (
     DEFAULT_EXTRA_KEYS,
     FAILURE_KEY,
     FailureLog,
-    judge_rows,
     overlong_penalty,
     run_sync,
+    to_state,
+    warn_missing_labels,
 )
 from judger.compat.verl.manager_judger import (
     default_function_options,
@@ -61,6 +62,8 @@ from judger.compat.verl.manager_judger import (
     plain,
 )
 from judger.compat.verl.reward_managers import RewardBatch, decode_all, reward_array, union_extra_info
+from judger.core.judger import BaseJudger
+from judger.core.rollout import RolloutState, Status
 
 OPTION_NAMES = (
     "compat",
@@ -79,6 +82,40 @@ def _is_score_source(obj: Any) -> bool:
     """A compute_score, judger or judger config where verl passes its tokenizer (the deprecated
     torch-free form, compute_score first); a tokenizer decodes."""
     return obj is not None and not hasattr(obj, "decode") and (callable(obj) or is_judger_like(obj))
+
+
+def _states(rows: Sequence[Row]) -> list[RolloutState]:
+    """The rows as COMPLETED states; built without a second validation where every value is
+    already of its field's type (a string data source and response), as verl's batches give them."""
+    if all(type(ds) is str and type(text) is str for ds, text, _, _ in rows):
+        completed = Status.COMPLETED
+        return RolloutState.from_checked_many(
+            {
+                "data_source": ds,
+                "response": text,
+                "reward_model": {"ground_truth": truth},
+                "status": completed,
+                "extra_fields": {"extra_info": dict(info)} if isinstance(info, Mapping) and info else {},
+            }
+            for ds, text, truth, info in rows
+        )
+    return [to_state(*row) for row in rows]
+
+
+async def judge_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutState]:
+    """``(data_source, response, ground_truth, extra_info)`` rows judged in one ``batch_judge``."""
+    if not rows:
+        return []
+    warn_missing_labels([row[0] for row in rows], [row[2] for row in rows])
+    return await judger.batch_judge(_states(rows))
+
+
+def _valid_lengths(mask: Any) -> np.ndarray:
+    """Each row's sum of the response part of the attention mask: in numpy for a mask in host
+    memory (half torch's time for an int64 mask), on its device otherwise."""
+    if mask.device.type == "cpu":
+        return mask.numpy().sum(axis=1)
+    return mask.sum(dim=-1).cpu().numpy()
 
 
 def _check_tensor(tensor: str) -> None:
@@ -203,7 +240,7 @@ class NaiveRewardManager:
 
     def _score(self, rows: Sequence[Row], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
         """Judge ``(data_source, response, ground_truth, extra_info)`` rows: (reward, extra info) each."""
-        states = run_sync(judge_rows(self.judger, *zip(*rows))) if rows else []
+        states = run_sync(judge_rows(self.judger, rows)) if rows else []
         return self._finish(states, lengths)
 
     def _finish(self, states: Sequence[Any], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
@@ -262,7 +299,7 @@ class NaiveRewardManager:
         each was most of a step's time); the same rows as :meth:`_row` gives one by one."""
         responses = data.batch["responses"]
         width = responses.shape[-1]
-        lengths = data.batch["attention_mask"][:, -width:].sum(dim=-1).cpu().numpy()
+        lengths = _valid_lengths(data.batch["attention_mask"][:, -width:])
         # rows as arrays: transformers checks a list of Python ints element by element before
         # decoding it, which cost more than the decoding itself
         array = responses.detach().cpu().numpy()
@@ -322,7 +359,7 @@ class NaiveRewardManager:
         pending, self._pending = self._pending, []
         rows = [p[0][0] for p in pending]
         try:
-            states = await judge_rows(self.judger, *zip(*rows))
+            states = await judge_rows(self.judger, rows)
             results = self._finish(states, [p[0][1] for p in pending])
         except BaseException as exc:
             for _, future in pending:
