@@ -1,4 +1,4 @@
-"""Issue 10 findings 2-6 in the main environment (no verl installed): the loading paths verl uses,
+"""verl's loading paths in the main environment (no verl installed): how verl loads judger,
 missing labels, reward_extra_info keys. tests/clients runs the same paths through verl's own code."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def load_like_verl(path: str, name: str) -> Any:
     return getattr(module, name)
 
 
-# --- finding 4: every documented path pickles, and verl's prime manager reads float(result[0]) ----
+# --- every documented path pickles, and verl's prime manager reads float(result[0]) ----
 
 
 @pytest.mark.parametrize("file", ["__init__.py", "compute_score.py"])
@@ -49,7 +49,7 @@ def test_result_serves_verl_prime_and_float_option() -> None:
     assert type(plain) is float and plain == 0.0
 
 
-# --- finding 5: a None label scores 0.0 as in verl, with a warning --------------------------------
+# --- a None label scores 0.0 as in verl, with a warning --------------------------------
 
 
 @pytest.mark.parametrize("data_source", ["math_dapo", "lighteval/MATH", "openai/gsm8k", "searchR1_nq"])
@@ -112,7 +112,7 @@ def test_one_route_table() -> None:
             assert router.route(data_source) == [route.name]
 
 
-# --- finding 2: managers built the way verl builds them ------------------------------------------
+# --- managers built the way verl builds them ------------------------------------------
 
 
 class Item:
@@ -228,7 +228,7 @@ def test_custom_verl_function_runs_through_batch_judge() -> None:
     assert asyncio.run(one())["reward_score"] == 1.0 and calls == [{"bonus": 1}]
 
 
-# --- finding 6: reward_extra_info keys are documented and selectable -------------------------------
+# --- reward_extra_info keys are documented and selectable -------------------------------
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def messages_of(prompt: Any) -> list[dict[str, Any]]:
     if hasattr(prompt, "tolist"):  # numpy arrays from pandas-written Parquet
         prompt = prompt.tolist()
     if isinstance(prompt, (list, tuple)) and all(isinstance(m, dict) for m in prompt):
-        messages = list(prompt)  # sized exactly: a comprehension over-allocates (24 bytes a state)
+        messages = list(prompt)  # sized exactly: a comprehension over-allocates
         for i, m in enumerate(messages):
             messages[i] = dict(m)
         return messages

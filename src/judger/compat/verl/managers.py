@@ -87,19 +87,22 @@ def _is_score_source(obj: Any) -> bool:
 def _states(rows: Sequence[Row]) -> list[RolloutState]:
     """The rows as COMPLETED states; built without a second validation where every value is
     already of its field's type (a string data source and response), as verl's batches give them."""
-    if all(type(ds) is str and type(text) is str for ds, text, _, _ in rows):
-        completed = Status.COMPLETED
-        return RolloutState.from_checked_many(
+    completed = Status.COMPLETED
+    values = []
+    for ds, text, truth, info in rows:
+        if type(ds) is not str or type(text) is not str:
+            return [to_state(*row) for row in rows]
+        has_info = info and (type(info) is dict or isinstance(info, Mapping))
+        values.append(
             {
                 "data_source": ds,
                 "response": text,
                 "reward_model": {"ground_truth": truth},
                 "status": completed,
-                "extra_fields": {"extra_info": dict(info)} if isinstance(info, Mapping) and info else {},
+                "extra_fields": {"extra_info": dict(info)} if has_info else {},
             }
-            for ds, text, truth, info in rows
         )
-    return [to_state(*row) for row in rows]
+    return RolloutState.from_checked_many(values)
 
 
 async def judge_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutState]:
@@ -112,7 +115,7 @@ async def judge_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutSta
 
 def _valid_lengths(mask: Any) -> np.ndarray:
     """Each row's sum of the response part of the attention mask: in numpy for a mask in host
-    memory (half torch's time for an int64 mask), on its device otherwise."""
+    memory (faster than torch's reduction of an int64 mask), on its device otherwise."""
     if mask.device.type == "cpu":
         return mask.numpy().sum(axis=1)
     return mask.sum(dim=-1).cpu().numpy()
@@ -244,21 +247,25 @@ class NaiveRewardManager:
         return self._finish(states, lengths)
 
     def _finish(self, states: Sequence[Any], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
-        keys, as_float, adjust = self.reward_extra_keys, self.defaults.as_float, self.adjust
+        keys, as_float = self.reward_extra_keys, self.defaults.as_float
+        adjust = None if type(self).adjust is NaiveRewardManager.adjust else self.adjust
         out = []
         for state, length in zip(states, lengths):
             reward = state.reward
-            # a judged sample has no failure; a failed one gets the failure score and its kind
-            reward = {**reward, FAILURE_KEY: None} if reward is not None else self._failed(state)
+            failed = reward is None
+            if failed:
+                reward = self._failed(state)
             score = float(reward["score"])
             info: dict[str, Any]
             if as_float:
                 info = {"acc": score}
             elif keys is None:
-                info = reward
+                info = reward if failed else {**reward, FAILURE_KEY: None}
             else:
                 info = {key: reward.get(key) for key in keys}
-            out.append(adjust(score, int(length), info))
+                if not failed and FAILURE_KEY in info:
+                    info[FAILURE_KEY] = None  # a judged sample has no failure, whatever it returned
+            out.append((score, info) if adjust is None else adjust(score, int(length), info))
         return out
 
     def _failed(self, state: Any) -> dict[str, Any]:
