@@ -238,3 +238,6 @@ def test_the_deprecated_torch_free_form_still_scores() -> None:
     assert out["reward_extra_info"]["overlong"] == [False, True]
     with pytest.raises(TypeError, match="compute_score given twice"):
         NaiveRewardManager(compute_score, 0, compute_score)
+    config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
+    with pytest.raises(TypeError, match="not a judger's"), pytest.warns(DeprecationWarning):
+        NaiveRewardManager(config, reward_kwargs={"bonus": 1})

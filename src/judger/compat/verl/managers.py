@@ -182,10 +182,10 @@ class NaiveRewardManager:
         self._pending: list[tuple[tuple[Row, int], asyncio.Future[Any]]] = []
         self.check_options()
 
-    def _torch_free_form(self, compute_score: Any, extra: Any, options: dict[str, Any]) -> tuple[None, Any]:
+    def _torch_free_form(self, compute_score: Any, given: Any, options: dict[str, Any]) -> tuple[None, Any]:
         """The deprecated torch-free form ``Manager(compute_score, reward_kwargs=..., ...)``: the
         first argument is the scorer; ``reward_kwargs`` are its keywords; every result key is kept."""
-        if extra is not None:
+        if given is not None:
             raise TypeError(f"{type(self).__name__}: compute_score given twice (first argument and keyword)")
         warnings.warn(
             f"{type(self).__name__}(compute_score, ...) is deprecated: pass compute_score= by keyword "
@@ -194,6 +194,10 @@ class NaiveRewardManager:
             stacklevel=3,
         )
         fn_kwargs = options.pop("reward_kwargs", None) or {}
+        if fn_kwargs and is_judger_like(compute_score):
+            raise TypeError(
+                f"{type(self).__name__}: reward_kwargs are a compute_score's keywords, not a judger's"
+            )
         if fn_kwargs:
             compute_score = functools.partial(compute_score, **fn_kwargs)
         options.setdefault("reward_extra_keys", None)
@@ -241,12 +245,16 @@ class NaiveRewardManager:
 
     # --- scoring ---------------------------------------------------------------------------------
 
-    def _score(self, rows: Sequence[Row], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
+    def _score(
+        self, rows: Sequence[Row], lengths: Sequence[int] | np.ndarray
+    ) -> list[tuple[float, dict[str, Any]]]:
         """Judge ``(data_source, response, ground_truth, extra_info)`` rows: (reward, extra info) each."""
         states = run_sync(judge_rows(self.judger, rows)) if rows else []
         return self._finish(states, lengths)
 
-    def _finish(self, states: Sequence[Any], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
+    def _finish(
+        self, states: Sequence[Any], lengths: Sequence[int] | np.ndarray
+    ) -> list[tuple[float, dict[str, Any]]]:
         keys, as_float = self.reward_extra_keys, self.defaults.as_float
         adjust = None if type(self).adjust is NaiveRewardManager.adjust else self.adjust
         out = []
