@@ -179,7 +179,7 @@ class NaiveRewardManager:
             }
         self.judger = manager_judger(who, compute_score, self._judger_option, self.defaults, genrm)
         self.failures = FailureLog(who)
-        self._pending: list[tuple[tuple[Row, int], asyncio.Future[Any]]] = []
+        self._pending: list[tuple[tuple[tuple[Any, np.ndarray, Any, Any], int], asyncio.Future[Any]]] = []
         self.check_options()
 
     def _torch_free_form(self, compute_score: Any, given: Any, options: dict[str, Any]) -> tuple[None, Any]:
@@ -298,20 +298,22 @@ class NaiveRewardManager:
 
     # --- verl's reward loop ----------------------------------------------------------------------
 
-    def _row(self, item: Any) -> tuple[Row, int]:
+    def _undecoded_row(self, item: Any) -> tuple[tuple[Any, np.ndarray, Any, Any], int]:
+        """One sample of verl's reward loop, its response still token ids (decoded with the others
+        of its chunk): ``(data_source, valid response ids, ground_truth, extra_info)`` and length."""
         response_ids = item.batch["responses"]
         width = response_ids.shape[-1]
         length = int(item.batch["attention_mask"][-width:].sum())
-        text = self.tokenizer.decode(response_ids[:length], skip_special_tokens=True)
-        rm = item.non_tensor_batch.get("reward_model") or {}
-        extra = self.extra_info(item.non_tensor_batch)
-        data_source = item.non_tensor_batch[self.reward_fn_key]
-        return (data_source, self.strip(text), rm.get("ground_truth"), extra), length
+        ids = response_ids[:length]
+        fields = item.non_tensor_batch
+        rm = fields.get("reward_model") or {}
+        host = ids.cpu().numpy() if hasattr(ids, "cpu") else np.asarray(ids)
+        return (fields[self.reward_fn_key], host, rm.get("ground_truth"), self.extra_info(fields)), length
 
     def _rows(self, data: Any) -> tuple[list[Row], np.ndarray]:
         """Every row of a ``DataProto`` at once: valid lengths from the attention mask in one
         reduction, all responses in one ``batch_decode`` (slicing the batch row by row and decoding
-        each was most of a step's time); the same rows as :meth:`_row` gives one by one."""
+        each was most of a step's time); the same rows verl's managers make one by one."""
         responses = data.batch["responses"]
         width = responses.shape[-1]
         lengths = _valid_lengths(data.batch["attention_mask"][:, -width:])
@@ -359,8 +361,8 @@ class NaiveRewardManager:
         return text
 
     async def run_single(self, data: Any) -> dict[str, Any]:
-        """verl's reward-loop call for one sample; concurrent calls are judged as one batch."""
-        row, length = self._row(data[-1:][0])
+        """verl's reward-loop call for one sample; concurrent calls are decoded and judged as one batch."""
+        row, length = self._undecoded_row(data[-1:][0])
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append(((row, length), future))
@@ -372,8 +374,10 @@ class NaiveRewardManager:
 
     async def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        rows = [p[0][0] for p in pending]
         try:
+            undecoded = [p[0][0] for p in pending]
+            texts = decode_all(self.tokenizer, [ids for _, ids, _, _ in undecoded])
+            rows = [(ds, self.strip(text), gt, extra) for (ds, _, gt, extra), text in zip(undecoded, texts)]
             states = await judge_rows(self.judger, rows)
             results = self._finish(states, [p[0][1] for p in pending])
         except BaseException as exc:
