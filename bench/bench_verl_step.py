@@ -19,8 +19,10 @@ Rows, each timed per step with sides alternated round by round (warm: one untime
 - judger's ``NaiveRewardManager`` and ``BatchRewardManager`` with ``compat="verl"``, and
   ``NaiveRewardManager`` in the default mode.
 
-Prints the median seconds per step, the ratio to verl's step and the mean reward of each row; the
-compat rows must give verl's reward tensor exactly.
+Prints the median seconds per step (wall clock, and CPU time of the process: all its threads, so
+judger's decoding on every core counts in full; on a shared machine the CPU time is the steadier
+figure), the ratios to verl's step and the mean reward of each row; the compat rows must give
+verl's reward tensor exactly.
 """
 
 from __future__ import annotations
@@ -119,17 +121,22 @@ def run_table(title: str, tokenizer: Any, data: Any, rounds: int) -> None:
         if "compat=verl" in name:
             assert torch.equal(tensor, reference), f"{name}: not verl's reward tensor"
     order = list(runs)
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for round_ in range(rounds):
         for name in order if round_ % 2 == 0 else reversed(order):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             runs[name]()
             times[name].append(time.perf_counter() - start)
-    base = statistics.median(times[order[0]])
+            cpu[name].append(time.process_time() - start_cpu)
+    base, base_cpu = statistics.median(times[order[0]]), statistics.median(cpu[order[0]])
     print(f"{title}: GRPO-shaped step, {len(data)} rows, median of {rounds} rounds, sides alternated")
-    print(f"{'path':70} {'s/step':>8} {'vs verl':>8} {'mean reward':>12}")
+    print(f"{'path':68} {'s/step':>7} {'vs verl':>8} {'CPU s':>7} {'vs verl':>8} {'mean reward':>12}")
     for name in order:
-        median = statistics.median(times[name])
-        print(f"{name:70} {median:8.3f} {median / base:7.2f}x {means[name]:12.4f}")
+        median, median_cpu = statistics.median(times[name]), statistics.median(cpu[name])
+        print(
+            f"{name:68} {median:7.3f} {median / base:7.2f}x {median_cpu:7.3f} {median_cpu / base_cpu:7.2f}x "
+            f"{means[name]:12.4f}"
+        )
 
 
 def main() -> None:
