@@ -1,10 +1,15 @@
 """One GRPO-shaped reward step through verl 0.9.1's own legacy managers, judger against verl.
 
-64 prompts x 16 responses = 1,024 rows made of the bundled real MATH responses (repeated in order),
-as a verl ``DataProto`` (a byte-level tokenizer built here, responses padded to the longest). Runs
-in the client tier's environment (``make test-clients`` builds it)::
+64 prompts x 16 responses = 1,024 rows as a verl ``DataProto`` (a byte-level tokenizer built here,
+responses padded to the longest), one step per batch:
 
-    .venv-clients/bin/python bench/bench_verl_step.py [--rounds 5]
+- MATH: the bundled real MATH responses (repeated in order);
+- GSM8K: the bundled GSM8K test solutions as responses, each with its own first line (so no two
+  rows are equal) and a final answer that is right, reformatted, wrong or missing.
+
+Runs in the client tier's environment (``make test-clients`` builds it)::
+
+    .venv-clients/bin/python bench/bench_verl_step.py [--rounds 5] [--batch math|gsm8k|both]
 
 Rows, each timed per step with sides alternated round by round (warm: one untimed step first):
 
@@ -14,14 +19,18 @@ Rows, each timed per step with sides alternated round by round (warm: one untime
 - judger's ``NaiveRewardManager`` and ``BatchRewardManager`` with ``compat="verl"``, and
   ``NaiveRewardManager`` in the default mode.
 
-Prints the median seconds per step, the ratio to verl's step and the mean reward of each row; the
-compat rows must give verl's reward tensor exactly.
+Prints the median seconds per step (wall clock, and CPU time of the process: all its threads, so
+judger's decoding on every core counts in full; on a shared machine the CPU time is the steadier
+figure), the ratios to verl's step and the mean reward of each row; the compat rows must give
+verl's reward tensor exactly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import re
 import statistics
 import sys
 import time
@@ -38,36 +47,51 @@ sys.path.insert(0, str(HERE.parent / "tests" / "clients"))
 from conftest import byte_tokenizer  # noqa: E402
 
 
-def step_data(tokenizer: Any, n: int) -> Any:
-    """``n`` rows of the bundled MATH responses (in order, repeated), padded to the longest."""
-    from test_verl_client import make_data
-
+def math_samples(n: int) -> list[tuple[str, str, Any]]:
+    """``n`` rows of the bundled MATH responses (in order, repeated)."""
     lines = example_data("math_rollouts_dev.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
-    samples = [
+    return [
         (row["data_source"], row["response"], row["reward_model"]["ground_truth"])
         for row in (rows[i % len(rows)] for i in range(n))
     ]
+
+
+def gsm8k_samples(n: int, seed: int = 0) -> list[tuple[str, str, Any]]:
+    """``n`` distinct GSM8K responses: a test solution, its own first line, a final answer that is
+    right, reformatted, wrong or missing."""
+    lines = example_data("gsm8k_test.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        answer = rows[k % len(rows)]["answer"]
+        truth = re.findall(r"#### (\-?[0-9\.\,]+)", answer)[-1].replace(",", "")
+        body = answer.rsplit("####", 1)[0].rstrip()
+        final = rng.choice(
+            [f"#### {truth}", f"#### {truth}.00", f"#### {int(float(truth)) + 1}", f"The answer is {truth}."]
+        )
+        out.append(("openai/gsm8k", f"Attempt {k}: let me think step by step.\n{body}\n{final}", truth))
+    return out
+
+
+def step_data(tokenizer: Any, samples: list[tuple[str, str, Any]]) -> Any:
+    """The samples as verl's ``DataProto``, responses padded to the longest."""
+    from test_verl_client import make_data
+
     width = max(len(tokenizer.encode(text)) for _, text, _ in samples)
     return make_data(tokenizer, samples, width=width)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--prompts", type=int, default=64)
-    parser.add_argument("--responses", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-
+def paths(tokenizer: Any, data: Any) -> dict[str, Callable[[], Any]]:
+    """The rows of the table: each one full reward step over ``data``, its manager built in it."""
     from verl.utils.reward_score import default_compute_score as verl_score
     from verl.workers import reward_manager as verl_rm
 
     from judger.compat.verl import default_compute_score as judger_score
     from judger.compat.verl import managers
 
-    tokenizer = byte_tokenizer()
-    data = step_data(tokenizer, args.prompts * args.responses)
-    paths: dict[str, Callable[[], Any]] = {
+    return {
         "verl naive manager, verl's default_compute_score": lambda: verl_rm.NaiveRewardManager(
             tokenizer, 0, verl_score
         )(data),
@@ -82,28 +106,53 @@ def main() -> None:
         )(data),
         "judger NaiveRewardManager, default mode": lambda: managers.NaiveRewardManager(tokenizer, 0)(data),
     }
+
+
+def run_table(title: str, tokenizer: Any, data: Any, rounds: int) -> None:
+    runs = paths(tokenizer, data)
     reference = None
-    times: dict[str, list[float]] = {name: [] for name in paths}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     means: dict[str, float] = {}
-    for name, run in paths.items():  # warm: the process pool, imports, caches
+    for name, run in runs.items():  # warm: the process pool, imports, caches
         tensor = run()
         means[name] = float(tensor.sum()) / len(data)
         if reference is None:
             reference = tensor
         if "compat=verl" in name:
             assert torch.equal(tensor, reference), f"{name}: not verl's reward tensor"
-    order = list(paths)
-    for round_ in range(args.rounds):
+    order = list(runs)
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(rounds):
         for name in order if round_ % 2 == 0 else reversed(order):
-            start = time.perf_counter()
-            paths[name]()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            runs[name]()
             times[name].append(time.perf_counter() - start)
-    base = statistics.median(times[order[0]])
-    print(f"GRPO-shaped step: {len(data)} rows, median of {args.rounds} rounds, sides alternated")
-    print(f"{'path':70} {'s/step':>8} {'vs verl':>8} {'mean reward':>12}")
+            cpu[name].append(time.process_time() - start_cpu)
+    base, base_cpu = statistics.median(times[order[0]]), statistics.median(cpu[order[0]])
+    print(f"{title}: GRPO-shaped step, {len(data)} rows, median of {rounds} rounds, sides alternated")
+    print(f"{'path':68} {'s/step':>7} {'vs verl':>8} {'CPU s':>7} {'vs verl':>8} {'mean reward':>12}")
     for name in order:
-        median = statistics.median(times[name])
-        print(f"{name:70} {median:8.3f} {median / base:7.2f}x {means[name]:12.4f}")
+        median, median_cpu = statistics.median(times[name]), statistics.median(cpu[name])
+        print(
+            f"{name:68} {median:7.3f} {median / base:7.2f}x {median_cpu:7.3f} {median_cpu / base_cpu:7.2f}x "
+            f"{means[name]:12.4f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--responses", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", choices=("math", "gsm8k", "both"), default="both")
+    args = parser.parse_args()
+
+    tokenizer = byte_tokenizer()
+    n = args.prompts * args.responses
+    batches = {"MATH": math_samples, "GSM8K": gsm8k_samples}
+    for title, samples in batches.items():
+        if args.batch in (title.lower(), "both"):
+            run_table(title, tokenizer, step_data(tokenizer, samples(n)), args.rounds)
 
 
 if __name__ == "__main__":

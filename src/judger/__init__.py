@@ -65,9 +65,10 @@ _MOVED: dict[str, str] = {
     "SingleTurnAgentLoop": "judger.trainer",
     "SingleTurnAgentLoopConfig": "judger.trainer",
     "run_judger": "judger.trainer",
-    "NaiveRewardManager": "judger.compat.verl.reward_managers",
+    # the one verl manager family; DapoRewardManager is its DAPORewardManager (verl's spelling)
+    "NaiveRewardManager": "judger.compat.verl.managers",
+    "BatchRewardManager": "judger.compat.verl.managers",
     "DapoRewardManager": "judger.compat.verl.reward_managers",
-    "BatchRewardManager": "judger.compat.verl.reward_managers",
 }
 
 

@@ -201,10 +201,15 @@ def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
     ours = naive(data, return_dict=True)
     # the whole batch decoded at once gives the rows verl's item-by-item slicing gives
     rows, lengths = naive._rows(data)
-    one_by_one = [naive._row(data[i]) for i in range(len(data))]
-    assert [(r[0], r[1], r[2], n) for r, n in zip(rows, lengths)] == [
-        (r[0], r[1], r[2], n) for r, n in one_by_one
-    ]
+    width = data.batch["responses"].shape[-1]
+    one_by_one = []
+    for i in range(len(data)):
+        item = data[i]
+        n = int(item.batch["attention_mask"][-width:].sum())
+        text = tokenizer.decode(item.batch["responses"][:n], skip_special_tokens=True)
+        fields = item.non_tensor_batch
+        one_by_one.append((fields["data_source"], text, fields["reward_model"]["ground_truth"], n))
+    assert [(r[0], r[1], r[2], n) for r, n in zip(rows, lengths)] == one_by_one
     assert torch.equal(ours["reward_tensor"], theirs["reward_tensor"])
     batch_theirs = verl_rm.BatchRewardManager(
         tokenizer, 0, judger_verl.default_compute_score_batch, compat="verl"
@@ -219,6 +224,36 @@ def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
         tokenizer, 0, max_resp_len=16, overlong_buffer_cfg=Overlong(), compat="verl"
     )
     assert torch.allclose(dapo_ours(data), dapo_theirs(data))
+
+
+def test_reward_loop_chunk_is_decoded_in_one_call(tokenizer: Any) -> None:
+    """verl's reward loop hands the manager one sample per run_single call: the chunk's responses
+    are decoded together (one Rust call), and score as the DataProto call scores them."""
+    from judger.compat.verl import managers
+
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.calls = inner, 0
+
+        def decode_batch(self, rows: Any, skip_special_tokens: bool = True) -> Any:
+            self.calls += 1
+            return self.inner.decode_batch(rows, skip_special_tokens=skip_special_tokens)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    data = make_data(tokenizer)
+    expected = managers.NaiveRewardManager(tokenizer, 0, compat="verl")(data).sum(dim=1).tolist()
+    counting = Counting(tokenizer._tokenizer)
+    tokenizer._tokenizer = counting
+    manager = managers.NaiveRewardManager(tokenizer, 0, compat="verl")
+
+    async def chunk() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    outputs = asyncio.run(chunk())
+    assert counting.calls == 1
+    assert [out["reward_score"] for out in outputs] == expected
 
 
 def test_prime_process_pool_manager_gets_real_scores(tokenizer: Any) -> None:

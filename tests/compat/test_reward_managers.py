@@ -1,20 +1,20 @@
-"""verl-style reward managers: token-level arrays, extra info union, DAPO penalty, judgers inside."""
+"""judger's verl managers on torch-free batches: token-level arrays, extra info union, DAPO penalty,
+judgers inside, and the deprecated torch-free constructor form."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import numpy as np
 import pytest
 
 from judger import JudgerConfig
-from judger.compat.verl.reward_managers import (
-    BatchRewardManager,
-    DapoRewardManager,
-    NaiveRewardManager,
-    RewardBatch,
-)
+from judger.compat.verl.managers import BatchRewardManager, DAPORewardManager, NaiveRewardManager
+from judger.compat.verl.reward_managers import RewardBatch
+
+ALL_KEYS = {"reward_extra_keys": None}  # every key the scorer returns, as the torch-free managers kept
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kw: Any):
@@ -45,23 +45,27 @@ def batch(**kw: Any) -> RewardBatch:
 
 
 def test_naive_places_score_at_last_valid_token() -> None:
-    out = NaiveRewardManager(compute_score)(batch(), return_dict=True)
+    out = NaiveRewardManager(compute_score=compute_score, **ALL_KEYS)(batch(), return_dict=True)
     tensor = out["reward_tensor"]
     assert tensor.shape == (4, 6) and tensor.dtype == np.float32
     expected = np.zeros((4, 6), dtype=np.float32)
     expected[0, 2], expected[1, 0], expected[2, 4], expected[3, 1] = 1.0, -1.0, 0.25, 1.0
     assert (tensor == expected).all()
     info = out["reward_extra_info"]
-    # union of keys: samples without a key get None instead of raising KeyError
+    # union of keys: samples without a key get None instead of raising KeyError; a float result is
+    # also its acc, as verl records it
     assert info == {
         "score": [1.0, -1.0, 0.25, 1.0],
-        "acc": [True, False, None, None],
+        "acc": [True, False, 0.25, 1.0],
         "pred": ["7", None, None, None],
+        "judge_failure": [None, None, None, None],
     }
+    default = NaiveRewardManager(compute_score=compute_score)(batch(), return_dict=True)
+    assert list(default["reward_extra_info"]) == ["score", "acc", "pred", "judge_failure"]
 
 
 def test_reward_kwargs_width_default_and_zero_length() -> None:
-    manager = NaiveRewardManager(compute_score, reward_kwargs={"bonus": 0.5})
+    manager = NaiveRewardManager(compute_score=functools.partial(compute_score, bonus=0.5))
     tensor = manager(batch(valid_response_lengths=[2, 0, 1, 1], response_length=None))
     assert tensor.shape == (4, 2)
     assert tensor[0, 1] == 1.5 and tensor[1].sum() == 0.0  # an empty response carries no reward
@@ -80,10 +84,10 @@ def test_mapping_input_in_verl_field_names_and_tokenizer_decoding() -> None:
         "response_ids": [[ord("7"), 0, 0], [ord("1"), ord("7"), 0]],
         "valid_response_lengths": [1, 2],
     }
-    tensor = NaiveRewardManager(compute_score, tokenizer=Tok())(data)
+    tensor = NaiveRewardManager(Tok(), compute_score=compute_score)(data)
     assert tensor[0, 0] == 1.0 and tensor[1, 1] == -1.0
     with pytest.raises(KeyError, match="unknown reward batch keys"):
-        NaiveRewardManager(compute_score)({**data, "bogus": 1})
+        NaiveRewardManager(compute_score=compute_score)({**data, "bogus": 1})
 
 
 def test_batch_manager_calls_once_with_lists() -> None:
@@ -96,32 +100,38 @@ def test_batch_manager_calls_once_with_lists() -> None:
             for i, (s, g) in enumerate(zip(solution_strs, ground_truths))
         ]
 
-    out = BatchRewardManager(batch_score)(batch(), return_dict=True)
+    out = BatchRewardManager(compute_score=batch_score, **ALL_KEYS)(batch(), return_dict=True)
     assert len(calls) == 1 and calls[0][1] == ["7", "8", "tuple", "int"]
     assert out["reward_tensor"][:, :].sum() == pytest.approx(0.5 + 0.0 + 0.5 + 0.0)
     assert out["reward_extra_info"]["len"] == [None, 1, None, 3]
 
-    def short(*args, **kw):
+    def short(data_sources, solution_strs, ground_truths, extra_infos, **kw):
         return [1.0]
 
-    with pytest.raises(ValueError, match="1 results for 4 samples"):
-        BatchRewardManager(short)(batch())
+    # a batch scorer that loses samples: each one FAILED with a reason, never a silent 0
+    out = BatchRewardManager(compute_score=short, failure_score=-1.0)(batch(), return_dict=True)
+    assert out["reward_extra_info"]["judge_failure"] == ["error"] * 4
+    assert out["reward_tensor"].sum() == -4.0
 
 
 def test_dapo_strips_eos_and_penalises_overlong() -> None:
     seen: list[str] = []
 
-    def score(ds, solution_str, gt, extra_info=None, **kw):
+    def score(data_source, solution_str, ground_truth, extra_info=None, **kw):
         seen.append(solution_str)
-        return {"score": 1.0 if solution_str == gt else -1.0}
+        return {"score": 1.0 if solution_str == ground_truth else -1.0}
 
-    manager = DapoRewardManager(
-        score,
-        eos_token="<eos>",
+    class Tok:
+        eos_token = "<eos>"
+
+        def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+            raise AssertionError("the batch holds decoded responses")
+
+    manager = DAPORewardManager(
+        Tok(),
+        compute_score=score,
         max_resp_len=20,
-        overlong_buffer_len=8,
-        overlong_penalty_factor=1.0,
-        log_overlong=True,
+        overlong_buffer_cfg={"enable": True, "len": 8, "penalty_factor": 1.0, "log": True},
     )
     b = RewardBatch(
         data_sources=["m", "m", "m"],
@@ -139,12 +149,12 @@ def test_dapo_strips_eos_and_penalises_overlong() -> None:
     assert out["reward_extra_info"]["overlong"] == [False, True, True]
     assert out["reward_extra_info"]["overlong_reward"] == pytest.approx([0.0, -0.5, -1.0])
     with pytest.raises(ValueError, match="needs max_resp_len"):
-        DapoRewardManager(score, overlong_buffer_len=4)
+        DAPORewardManager(compute_score=score, overlong_buffer_cfg={"enable": True, "len": 4})
 
 
 def test_judger_config_inside_isolates_failures() -> None:
     config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
-    manager = NaiveRewardManager(config)
+    manager = NaiveRewardManager(compute_score=config)
     b = batch(responses=["7", "8", "x", None])
     out = manager(b, return_dict=True)
     assert out["reward_tensor"][0, 2] == 1.0 and out["reward_tensor"][1, 0] == 0.0
@@ -156,7 +166,7 @@ def test_judger_config_inside_isolates_failures() -> None:
             raise RuntimeError("scorer crashed")
         return {"score": 1.0}
 
-    out = NaiveRewardManager(JudgerConfig(judger_name="boom", reward_handler=boom).build())(
+    out = NaiveRewardManager(judger=JudgerConfig(judger_name="boom", reward_handler=boom).build())(
         batch(), return_dict=True
     )
     assert out["reward_extra_info"]["judge_failure"] == [None, "error", None, None]
@@ -165,7 +175,7 @@ def test_judger_config_inside_isolates_failures() -> None:
 
 async def test_usable_from_inside_a_running_event_loop() -> None:
     config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
-    tensor = NaiveRewardManager(config)(batch())
+    tensor = NaiveRewardManager(compute_score=config)(batch())
     await asyncio.sleep(0)
     assert tensor[0, 2] == 1.0
 
@@ -175,16 +185,19 @@ def test_torch_only_when_asked_and_installed() -> None:
         import torch  # noqa: F401
     except ImportError:
         with pytest.raises(ImportError, match="needs torch"):
-            NaiveRewardManager(compute_score, tensor="torch")
+            NaiveRewardManager(compute_score=compute_score, tensor="torch")
     else:
-        assert type(NaiveRewardManager(compute_score, tensor="torch")(batch())).__name__ == "Tensor"
+        assert (
+            type(NaiveRewardManager(compute_score=compute_score, tensor="torch")(batch())).__name__
+            == "Tensor"
+        )
     with pytest.raises(ValueError):
-        NaiveRewardManager(compute_score, tensor="jax")
+        NaiveRewardManager(compute_score=compute_score, tensor="jax")
 
 
 def test_examine_prints_per_data_source() -> None:
     lines: list[str] = []
-    NaiveRewardManager(compute_score, num_examine=1, printer=lines.append)(
+    NaiveRewardManager(compute_score=compute_score, num_examine=1, printer=lines.append)(
         batch(prompts=["p0", "p1", "p2", "p3"])
     )
     assert lines == [
@@ -197,3 +210,34 @@ def test_examine_prints_per_data_source() -> None:
         "[ground_truth] x",
         "[score] 0.25",
     ]
+
+
+def test_the_deprecated_torch_free_form_still_scores() -> None:
+    """``Manager(compute_score, reward_kwargs=...)`` and DAPO's old keywords: same rewards, a warning."""
+    with pytest.warns(DeprecationWarning, match="compute_score= by keyword"):
+        manager = NaiveRewardManager(compute_score, reward_kwargs={"bonus": 0.5})
+    out = manager(batch(), return_dict=True)
+    assert out["reward_tensor"][0, 2] == 1.5 and out["reward_extra_info"]["pred"] == ["7", None, None, None]
+
+    def score(data_source, solution_str, ground_truth, extra_info=None):
+        return float(solution_str == ground_truth)
+
+    with pytest.warns(DeprecationWarning, match="overlong_buffer_cfg"):
+        dapo = DAPORewardManager(
+            compute_score=score, eos_token="<eos>", max_resp_len=20, overlong_buffer_len=8, log_overlong=True
+        )
+    b = RewardBatch(
+        data_sources=["m", "m"],
+        responses=["42<eos>", "42"],
+        ground_truths=["42", "42"],
+        valid_response_lengths=[10, 16],
+        response_length=20,
+    )
+    out = dapo(b, return_dict=True)
+    assert out["reward_tensor"][0, 9] == 1.0 and out["reward_tensor"][1, 15] == pytest.approx(0.5)
+    assert out["reward_extra_info"]["overlong"] == [False, True]
+    with pytest.raises(TypeError, match="compute_score given twice"):
+        NaiveRewardManager(compute_score, 0, compute_score)
+    config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
+    with pytest.raises(TypeError, match="not a judger's"), pytest.warns(DeprecationWarning):
+        NaiveRewardManager(config, reward_kwargs={"bonus": 1})

@@ -137,7 +137,7 @@ def test_bundled_example_data_reads_cleanly() -> None:
     assert (example_data().parent / "LICENSE-qwen25-math-eval-data.txt").is_file()
 
 
-# --- states built without a second validation (issue 12) ------------------------------------------
+# --- states built without a second validation ------------------------------------------
 
 
 def test_read_states_equal_validated_ones(write_jsonl, row) -> None:

@@ -77,7 +77,7 @@ def test_bad_rows_are_named_and_the_rest_go_on(tmp_path: Path) -> None:
     messages = {e.row: e.message for e in sampler.errors}
     assert sorted(messages) == [2, 3, 4, 5, 6, 7]
     assert "not valid JSON" in messages[2]
-    assert "missing field 'prompt'" in messages[3]
+    assert "missing column 'prompt'" in messages[3]
     assert "'reward_model'" in messages[4] and "ground_truth" in messages[4]
     assert "'answer'" in messages[5] and "####" in messages[5]
     assert "row_format='fields'" in messages[6]

@@ -27,6 +27,9 @@ from pydantic import ValidationError
 
 from judger.core.errors import InputError
 from judger.core.rollout import RolloutState, Status
+from judger.trainer.verl_row import decode_nested as decode_nested
+from judger.trainer.verl_row import messages_of as messages_of
+from judger.trainer.verl_row import read_verl_row
 
 Layout = Literal["verl", "state"]
 
@@ -119,43 +122,6 @@ def iter_rows(path: str | Path) -> Iterator[tuple[int, Any | RowError]]:
     return _iter_parquet(path) if _format(path) == "parquet" else _iter_jsonl(path)
 
 
-def decode_nested(value: Any, opener: str) -> Any:
-    """A nested column as written by :func:`write_rollouts`: JSON text that starts with ``opener``
-    (``"{"`` or ``"[{"``) is decoded; anything else is returned as is."""
-    return _decoded(value, opener)
-
-
-def messages_of(prompt: Any) -> list[dict[str, Any]]:
-    """A verl ``prompt`` (chat messages or a string) as chat messages; ValueError naming the field."""
-    return _messages(prompt)
-
-
-def _decoded(value: Any, opener: str) -> Any:
-    """Undo the JSON-text fallback of :func:`write_rollouts` for a nested column."""
-    if isinstance(value, str) and value.startswith(opener):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
-def _messages(prompt: Any) -> list[dict[str, Any]]:
-    if prompt is None:
-        return []
-    prompt = _decoded(prompt, "[{")
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if hasattr(prompt, "tolist"):  # numpy arrays from pandas-written Parquet
-        prompt = prompt.tolist()
-    if isinstance(prompt, (list, tuple)) and all(isinstance(m, dict) for m in prompt):
-        messages = list(prompt)  # sized exactly: a comprehension over-allocates (24 bytes a state)
-        for i, m in enumerate(messages):
-            messages[i] = dict(m)
-        return messages
-    raise ValueError(f"'prompt' must be a list of chat messages or a string, got {type(prompt).__name__}")
-
-
 def _status(value: Any) -> Status:
     if value is None or value == Status.INIT.value:
         return Status.COMPLETED
@@ -189,7 +155,8 @@ def parse_row(
     ``decoded``: the row comes from a JSON or Parquet decoder, whose objects have string keys only
     (saves checking every key of every nested object). ``require_data_source=False``: a row without
     ``data_source`` (a judger that does not route on it) gets None. A line of verl's
-    ``rollout_data_dir`` dump is read as the verl row it stands for.
+    ``rollout_data_dir`` dump is read as the verl row it stands for. The verl columns are read by
+    :func:`~judger.trainer.verl_row.read_verl_row`, as the sampler reads them.
     """
     if not isinstance(row, dict):
         raise ValueError(f"expected a JSON object, got {type(row).__name__}")
@@ -202,18 +169,44 @@ def parse_row(
         row = _from_verl_dump(row)
     elif not require_data_source and "data_source" not in row:
         row = {**row, "data_source": None}
-
-    missing = [c for c in ("data_source", "reward_model") if c not in row]
-    if "response" not in row and "responses" not in row:
-        missing.append("response (or responses)")
-    if missing:
-        hint = (
-            " (a judger that does not route on it: give --preset or -c)" if "data_source" in missing else ""
+    fields = read_verl_row(row, need_prompt=False, need_response=True)
+    responses = _responses(row)
+    status = _status(row.get("status"))
+    if status == Status.FAILED and row.get("judge_failure"):
+        status = Status.COMPLETED  # failed at judging, not at generation: scoring again retries it
+    uid = fields.uid
+    if uid is not None and not isinstance(uid, (int, str)):
+        uid = str(uid)
+    if uid is None and "responses" in row:
+        uid = f"row-{number}"
+    # every value below is checked here (types, string keys), so the states skip a second validation;
+    # anything else (a bool uid, a data_source of another type) is left to RolloutState's own errors
+    data_source = fields.data_source
+    checked = (
+        (data_source is None or type(data_source) is str or type(data_source) is dict)
+        and (uid is None or type(uid) in (int, str))
+        and (decoded or all(map(_str_keyed, [data_source, fields.reward_model, *fields.message])))
+    )
+    build = RolloutState.from_checked if checked else RolloutState.model_validate
+    base = {"data_source": data_source, "group_id": uid, "status": status}
+    extras = _extra_fields(row, fields.extra_info, len(responses))
+    return [
+        build(
+            {
+                **base,
+                # each state owns its containers, as validation's copies would give it
+                "message": [dict(m) for m in fields.message] if i else fields.message,
+                "reward_model": dict(fields.reward_model),
+                "response": response,
+                "extra_fields": extra,
+            }
         )
-        raise ValueError(f"missing column {', '.join(repr(m) for m in missing)}{hint}")
-    reward_model = _decoded(row["reward_model"], "{")
-    if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-        raise ValueError("'reward_model' must be an object with a 'ground_truth' key")
+        for i, (response, extra) in enumerate(zip(responses, extras))
+    ], "verl"
+
+
+def _responses(row: dict[str, Any]) -> list[Any]:
+    """The row's responses: ``[response]``, or its ``responses`` list; each a string or None."""
     if "response" in row and "responses" in row:
         raise ValueError("has both 'response' and 'responses'; give one")
     if "responses" in row:
@@ -228,36 +221,20 @@ def parse_row(
         if response is not None and not isinstance(response, str):
             where = "'response'" if "response" in row else f"'responses'[{i}]"
             raise ValueError(f"{where} must be a string, got {type(response).__name__}")
-    extra_info = _decoded(row.get("extra_info"), "{")
-    if extra_info is not None and not isinstance(extra_info, dict):
-        raise ValueError(f"'extra_info' must be an object, got {type(extra_info).__name__}")
+    return responses
 
-    message = _messages(row.get("prompt"))
-    uid = row.get("uid")
-    if uid is not None and not isinstance(uid, (int, str)):
-        uid = str(uid)
-    if uid is None and "responses" in row:
-        uid = f"row-{number}"
-    status = _status(row.get("status"))
-    if status == Status.FAILED and row.get("judge_failure"):
-        status = Status.COMPLETED  # failed at judging, not at generation: scoring again retries it
+
+def _extra_fields(row: dict[str, Any], extra_info: dict[str, Any] | None, n: int) -> list[dict[str, Any]]:
+    """Each response's ``extra_fields``: the row's ``extra_info``, its other columns (written back
+    unchanged) and, for a ``responses`` row, the response's index."""
     columns = (
         {k: v for k, v in row.items() if k not in _VERL_COLUMNS and k not in _OUTPUT_COLUMNS}
         if len(row) > len(_VERL_COLUMNS.intersection(row))
         else None
     )
-    data_source = row["data_source"]
-    # every value below is checked here (types, string keys), so the states skip a second validation;
-    # anything else (a bool uid, a data_source of another type) is left to RolloutState's own errors
-    checked = (
-        (data_source is None or type(data_source) is str or type(data_source) is dict)
-        and (uid is None or type(uid) in (int, str))
-        and (decoded or all(map(_str_keyed, [data_source, reward_model, *message])))
-    )
-    build = RolloutState.from_checked if checked else RolloutState.model_validate
     several = "responses" in row
-    states = []
-    for i, response in enumerate(responses):
+    out = []
+    for i in range(n):
         extra: dict[str, Any] = {}
         if extra_info is not None:
             extra["extra_info"] = extra_info
@@ -265,21 +242,8 @@ def parse_row(
             extra["columns"] = columns
         if several:
             extra["response_index"] = i
-        states.append(
-            build(
-                {
-                    # each state owns its containers, as validation's copies would give it
-                    "message": [dict(m) for m in message] if i else message,
-                    "data_source": data_source,
-                    "reward_model": dict(reward_model),
-                    "group_id": uid,
-                    "response": response,
-                    "status": status,
-                    "extra_fields": extra,
-                }
-            )
-        )
-    return states, "verl"
+        out.append(extra)
+    return out
 
 
 def _str_keyed(value: Any) -> bool:

@@ -39,8 +39,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judger.core.rollout import RolloutState
-from judger.trainer.io import RowError, decode_nested, iter_rows, messages_of
+from judger.trainer.io import RowError, iter_rows
 from judger.trainer.tokenizer import chat_prompt_ids
+from judger.trainer.verl_row import missing_message, read_verl_row
 
 logger = logging.getLogger(__name__)
 
@@ -106,19 +107,13 @@ def _text(row: dict[str, Any], name: str) -> str:
     return value
 
 
-def _verl_prompt(row: dict[str, Any]) -> tuple[list[dict[str, Any]], str | dict[str, Any], dict[str, Any]]:
-
-    missing = [c for c in ("prompt", "data_source", "reward_model") if row.get(c) is None]
-    if missing:
-        raise ValueError(f"missing field {', '.join(repr(m) for m in missing)}")
-    try:
-        message = messages_of(row["prompt"])
-    except ValueError as exc:
-        raise ValueError(f"field {exc}") from None
-    reward_model = decode_nested(row["reward_model"], "{")
-    if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-        raise ValueError("field 'reward_model' must be an object with a 'ground_truth' key")
-    return message, row["data_source"], dict(reward_model)
+def _verl_prompt(row: dict[str, Any]) -> tuple[list[dict[str, Any]], Any, dict[str, Any], dict[str, Any]]:
+    """A verl row's prompt: read as :func:`judger.trainer.io.parse_row` reads a rollout's, so a bad
+    row is refused with the same message; the sampler also needs the prompt and a data_source."""
+    fields = read_verl_row(row, need_prompt=True)
+    if fields.data_source is None:
+        raise ValueError(missing_message(["data_source"]))
+    return fields.message, fields.data_source, dict(fields.reward_model), dict(fields.extra_info or {})
 
 
 class Sampler:
@@ -167,7 +162,7 @@ class Sampler:
     def parse_row(self, row: Any, default_uid: str) -> RolloutState:
         """One prompt as a RolloutState (status INIT); raises ValueError naming the bad field."""
         if not isinstance(row, dict):
-            raise ValueError(f"expected an object, got {type(row).__name__}")
+            raise ValueError(f"expected a JSON object, got {type(row).__name__}")
         fmt = self.config.row_format
         if fmt == "auto":
             if "prompt" in row or "reward_model" in row:
@@ -181,11 +176,7 @@ class Sampler:
                 )
         extra_info: dict[str, Any] = {}
         if fmt == "verl":
-            message, data_source, reward_model = _verl_prompt(row)
-            info = decode_nested(row.get("extra_info"), "{")
-            if info is not None and not isinstance(info, dict):
-                raise ValueError(f"field 'extra_info' must be an object, got {type(info).__name__}")
-            extra_info = dict(info or {})
+            message, data_source, reward_model, extra_info = _verl_prompt(row)
         elif fmt == "gsm8k":
             question = _text(row, "question")
             answer = _text(row, "answer")

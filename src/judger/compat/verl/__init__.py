@@ -8,9 +8,12 @@ managers verl loads through its own config, and a judger config that routes ever
   ``name=default_compute_score``) and :func:`default_compute_score_batch` for verl's batch manager.
 - :mod:`.router`: :func:`default_judger_config`, the same dispatch as a judger.
 - :mod:`.loading`: :func:`load_reward_function` loads a verl ``compute_score`` so that it pickles.
-- :mod:`.managers`: reward managers for verl 0.9's reward loop (``run_single``) and its legacy
-  ``DataProto`` managers, loaded with ``reward.reward_manager.source=importlib``.
-- :mod:`.reward_managers`: torch-free managers (NumPy arrays in and out) for use outside verl.
+- :mod:`.managers`: judger's one verl manager family (``NaiveRewardManager``,
+  ``BatchRewardManager``, ``DAPORewardManager``) for verl 0.9's reward loop (``run_single``), its
+  legacy ``DataProto`` managers (loaded with ``reward.reward_manager.source=importlib``) and
+  torch-free batches; :mod:`.manager_judger` builds the judger behind one.
+- :mod:`.reward_managers`: the managers' torch-free core (``RewardBatch``, the reward array,
+  batch decoding); its old manager names are deprecated aliases of :mod:`.managers`' classes.
 
 Every name here is imported by absolute path, so loading this file by path (as verl's loader does)
 gives the same, picklable, functions.

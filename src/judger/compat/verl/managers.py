@@ -13,7 +13,10 @@ here with::
 The concurrent ``run_single`` calls of one chunk are gathered into one ``batch_judge`` call (so
 identical answers are graded once and heavy scorers share the process pool). verl's older
 ``DataProto`` managers (``NaiveRewardManager(tokenizer, num_examine, compute_score, ...)`` called as
-``manager(data, return_dict=True)``) are served by the same classes.
+``manager(data, return_dict=True)``) are served by the same classes, and so are batches without
+torch: a :class:`~judger.compat.verl.reward_managers.RewardBatch` (or a mapping with its keys) gives
+a NumPy array (``tensor="torch"``: a torch tensor). These three classes are judger's one verl
+manager family; :mod:`judger.compat.verl.reward_managers` is their torch-free core.
 
 Which judger: verl's or judger's ``default_compute_score`` (verl's default when no
 ``reward.custom_reward_function`` is set) becomes judger's router by ``data_source``
@@ -35,26 +38,32 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from judger.compat.verl.batch import (
     DEFAULT_EXTRA_KEYS,
+    FAILURE_KEY,
     FailureLog,
-    judge_rows,
     overlong_penalty,
-    result_of,
     run_sync,
+    to_state,
+    warn_missing_labels,
 )
-from judger.compat.verl.default_options import DefaultOptions
+from judger.compat.verl.manager_judger import (
+    default_function_options,
+    get_option,
+    is_judger_like,
+    manager_judger,
+    plain,
+)
+from judger.compat.verl.reward_managers import RewardBatch, decode_all, reward_array, union_extra_info
 from judger.core.judger import BaseJudger
-from judger.judgers.config import JudgerConfig
-from judger.judgers.handlers import import_object
-
-logger = logging.getLogger(__name__)
+from judger.core.rollout import RolloutState, Status
 
 OPTION_NAMES = (
     "compat",
@@ -65,156 +74,66 @@ OPTION_NAMES = (
     "overlong_buffer_cfg",
 )
 
+Row = tuple[Any, str, Any, Any]
+"""``(data_source, response text, ground truth, extra_info)``: what the judger scores."""
 
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, Mapping) or hasattr(obj, "get"):
+
+def _is_score_source(obj: Any) -> bool:
+    """A compute_score, judger or judger config where verl passes its tokenizer (the deprecated
+    torch-free form, compute_score first); a tokenizer decodes."""
+    return obj is not None and not hasattr(obj, "decode") and (callable(obj) or is_judger_like(obj))
+
+
+def _states(rows: Sequence[Row]) -> list[RolloutState]:
+    """The rows as COMPLETED states; built without a second validation where every value is
+    already of its field's type (a string data source and response), as verl's batches give them."""
+    completed = Status.COMPLETED
+    values = []
+    for ds, text, truth, info in rows:
+        if type(ds) is not str or type(text) is not str:
+            return [to_state(*row) for row in rows]
+        has_info = info and (type(info) is dict or isinstance(info, Mapping))
+        values.append(
+            {
+                "data_source": ds,
+                "response": text,
+                "reward_model": {"ground_truth": truth},
+                "status": completed,
+                "extra_fields": {"extra_info": dict(info)} if has_info else {},
+            }
+        )
+    return RolloutState.from_checked_many(values)
+
+
+async def judge_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutState]:
+    """``(data_source, response, ground_truth, extra_info)`` rows judged in one ``batch_judge``."""
+    if not rows:
+        return []
+    warn_missing_labels([row[0] for row in rows], [row[2] for row in rows])
+    return await judger.batch_judge(_states(rows))
+
+
+def _valid_lengths(mask: Any) -> np.ndarray:
+    """Each row's sum of the response part of the attention mask: in numpy for a mask in host
+    memory (faster than torch's reduction of an int64 mask), on its device otherwise."""
+    if mask.device.type == "cpu":
+        return mask.numpy().sum(axis=1)
+    return mask.sum(dim=-1).cpu().numpy()
+
+
+def _check_tensor(tensor: str) -> None:
+    if tensor not in ("numpy", "torch"):
+        raise ValueError(f"tensor must be 'numpy' or 'torch', got {tensor!r}")
+    if tensor == "torch":
         try:
-            return obj.get(key, default)
-        except Exception:
-            pass
-    return getattr(obj, key, default)
-
-
-def _plain(value: Any) -> Any:
-    """An OmegaConf node as plain Python (lists, dicts), anything else unchanged."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(value, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:
-        pass
-    return value
-
-
-def _unwrap_verl_partial(fn: Any) -> tuple[Any, dict[str, Any]]:
-    """verl wraps a custom reward function as ``partial(_call_with_kwargs, raw_fn, reward_kwargs)``."""
-    if isinstance(fn, functools.partial) and getattr(fn.func, "__name__", "") in (
-        "_call_with_kwargs",
-        "_call_with_kwargs_async",
-    ):
-        raw, kwargs = fn.args[0], dict(fn.args[1]) if len(fn.args) > 1 else {}
-        return raw, {**kwargs, **(fn.keywords or {})}
-    return fn, {}
-
-
-def _partial_keywords(fn: Any) -> dict[str, Any]:
-    """The keywords bound on ``fn`` by ``functools.partial`` (verl binds its SandboxFusion settings so)."""
-    keywords: dict[str, Any] = {}
-    while isinstance(fn, functools.partial):
-        keywords = {**(fn.keywords or {}), **keywords}
-        fn = fn.func
-    return keywords
-
-
-def _is_default_compute_score(fn: Any) -> bool:
-    """verl's own default scorer, or judger's (however verl loaded it: by package or file path)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if getattr(fn, "target", None) == "judger.compat.verl.compute_score:default_compute_score":
-        return True
-    module = getattr(fn, "__module__", "") or ""
-    return getattr(fn, "__name__", "") == "default_compute_score" and module.startswith(
-        "verl.utils.reward_score"
-    )
-
-
-def verl_result(result: Any) -> Any:
-    """What verl's managers make of a result: a dict as it is; a number is the score and also
-    ``acc`` (verl records ``reward_extra_info["acc"] = score`` for a function returning a float)."""
-    if isinstance(result, Mapping):
-        return result
-    if isinstance(result, tuple) and result:
-        result = result[0]
-    if hasattr(result, "item"):
-        result = result.item()
-    if isinstance(result, (bool, int, float)):
-        return {"score": float(result), "acc": float(result)}
-    return result
-
-
-_TRANSFORMERS_FAST = ("transformers.tokenization_utils_tokenizers", "transformers.tokenization_utils_fast")
-
-
-def _plain_fast_tokenizer(tokenizer: Any) -> Any:
-    """The Rust tokenizer under a transformers fast tokenizer whose ``decode`` is exactly its Rust
-    ``decode`` (no override, no clean-up pass), else None."""
-    backend = getattr(tokenizer, "_tokenizer", None)
-    if backend is None or not hasattr(backend, "decode_batch"):
-        return None
-    if getattr(tokenizer, "clean_up_tokenization_spaces", True) is not False:
-        return None
-    for name in ("decode", "batch_decode", "_decode"):
-        owner = next((c for c in type(tokenizer).__mro__ if name in vars(c)), None)
-        if owner is None or not owner.__module__.startswith(("transformers.tokenization_utils",)):
-            return None
-        if name == "_decode" and owner.__module__ not in _TRANSFORMERS_FAST:
-            return None
-    return backend
-
-
-def decode_all(tokenizer: Any, ids: Sequence[Any]) -> list[str]:
-    """``tokenizer.decode(row, skip_special_tokens=True)`` of every row: in one Rust call, on all
-    cores, where that is the same thing (a plain fast tokenizer), else row by row."""
-    backend = _plain_fast_tokenizer(tokenizer)
-    if backend is not None:
-        rows = [row.tolist() if hasattr(row, "tolist") else list(row) for row in ids]
-        return list(backend.decode_batch(rows, skip_special_tokens=True))
-    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
-
-
-class VerlCall:
-    """A verl ``compute_score`` called as verl calls it (keywords), as a judger handler."""
-
-    def __init__(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-        self.fn = fn
-        self.kwargs = kwargs
-
-    def __call__(self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None) -> Any:
-        return verl_result(
-            self.fn(
-                data_source=data_source,
-                solution_str=solution_str,
-                ground_truth=ground_truth,
-                extra_info=extra_info,
-                **self.kwargs,
-            )
-        )
-
-
-class AsyncVerlCall(VerlCall):
-    """:class:`VerlCall` over an ``async def`` function: awaited, as verl's managers await it."""
-
-    async def __call__(
-        self, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None
-    ) -> Any:
-        return verl_result(
-            await self.fn(
-                data_source=data_source,
-                solution_str=solution_str,
-                ground_truth=ground_truth,
-                extra_info=extra_info,
-                **self.kwargs,
-            )
-        )
-
-
-def _build_judger(option: Any) -> BaseJudger:
-
-    obj = import_object(option) if isinstance(option, str) else option
-    if isinstance(obj, BaseJudger):
-        return obj
-    if hasattr(obj, "build") and not isinstance(obj, type):
-        return obj.build()
-    if callable(obj):
-        return _build_judger(obj())
-    raise TypeError(f"reward_kwargs.judger={option!r} is not a judger, a judger config or a factory of one")
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("tensor='torch' needs torch installed; use the default tensor='numpy'") from exc
 
 
 class NaiveRewardManager:
-    """verl's naive reward manager (reward loop and ``DataProto`` forms) over a judger."""
+    """verl's naive reward manager over a judger: verl's reward loop (``run_single``), verl's
+    ``DataProto`` call, and torch-free batches (:class:`RewardBatch`)."""
 
     _class_initialized = False
 
@@ -228,22 +147,64 @@ class NaiveRewardManager:
         config: Any = None,
         reward_router_address: str | None = None,
         reward_model_tokenizer: Any = None,
+        tensor: str = "numpy",
+        printer: Callable[[str], None] = print,
         **reward_kwargs: Any,
     ) -> None:
+        configured = plain(get_option(get_option(config, "reward"), "reward_kwargs", {})) or {}
+        options = {**dict(configured), **reward_kwargs}
+        if _is_score_source(tokenizer):
+            tokenizer, compute_score = self._torch_free_form(tokenizer, compute_score, options)
+        _check_tensor(tensor)
         self.config = config
         self.tokenizer = tokenizer
         self.num_examine = num_examine
         self.reward_fn_key = reward_fn_key
         self.reward_router_address = reward_router_address
         self.reward_model_tokenizer = reward_model_tokenizer
-        configured = _plain(_get(_get(config, "reward"), "reward_kwargs", {})) or {}
-        options = {**dict(configured), **reward_kwargs}
-        raw_fn, fn_kwargs = _unwrap_verl_partial(compute_score)
-        custom_fn = raw_fn is not None and not _is_default_compute_score(raw_fn)
-        # the default function's own options: bound by verl (its SandboxFusion partial) or given in
-        # custom_reward_function.reward_kwargs; each is used below or refused by name
-        default_kwargs = {} if custom_fn else {**_partial_keywords(raw_fn), **fn_kwargs}
-        self.defaults = DefaultOptions.parse(default_kwargs, type(self).__name__)
+        self.tensor = tensor
+        self.printer = printer
+        if is_judger_like(compute_score):
+            if options.get("judger") is not None:
+                raise ValueError(f"{type(self).__name__}: a judger as compute_score and reward_kwargs.judger")
+            options["judger"], compute_score = compute_score, None
+        who = type(self).__name__
+        self.defaults = default_function_options(compute_score, who)
+        self._read_options(options)
+        genrm: dict[str, Any] = {}
+        if reward_router_address is not None:  # what verl's managers add to every call (GenRM)
+            genrm = {
+                "reward_router_address": reward_router_address,
+                "reward_model_tokenizer": reward_model_tokenizer,
+            }
+        self.judger = manager_judger(who, compute_score, self._judger_option, self.defaults, genrm)
+        self.failures = FailureLog(who)
+        self._pending: list[tuple[tuple[tuple[Any, np.ndarray, Any, Any], int], asyncio.Future[Any]]] = []
+        self.check_options()
+
+    def _torch_free_form(self, compute_score: Any, given: Any, options: dict[str, Any]) -> tuple[None, Any]:
+        """The deprecated torch-free form ``Manager(compute_score, reward_kwargs=..., ...)``: the
+        first argument is the scorer; ``reward_kwargs`` are its keywords; every result key is kept."""
+        if given is not None:
+            raise TypeError(f"{type(self).__name__}: compute_score given twice (first argument and keyword)")
+        warnings.warn(
+            f"{type(self).__name__}(compute_score, ...) is deprecated: pass compute_score= by keyword "
+            "(verl's signature: tokenizer, num_examine, compute_score)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        fn_kwargs = options.pop("reward_kwargs", None) or {}
+        if fn_kwargs and is_judger_like(compute_score):
+            raise TypeError(
+                f"{type(self).__name__}: reward_kwargs are a compute_score's keywords, not a judger's"
+            )
+        if fn_kwargs:
+            compute_score = functools.partial(compute_score, **fn_kwargs)
+        options.setdefault("reward_extra_keys", None)
+        return None, compute_score
+
+    def _read_options(self, options: dict[str, Any]) -> None:
+        """The manager's own options (``OPTION_NAMES``); anything left is refused by check_options."""
         self.compat = options.pop("compat", self.defaults.compat)
         if self.compat not in (None, "verl"):
             raise ValueError(f"reward_kwargs.compat must be 'verl' or null, got {self.compat!r}")
@@ -252,60 +213,22 @@ class NaiveRewardManager:
         self.failure_score = float(options.pop("failure_score", 0.0))
         self.on_failure = self.defaults.on_failure
         explicit_keys = "reward_extra_keys" in options
-        keys = options.pop("reward_extra_keys", DEFAULT_EXTRA_KEYS)
+        keys = plain(options.pop("reward_extra_keys", DEFAULT_EXTRA_KEYS))
         if self.defaults.as_float and explicit_keys:
             raise ValueError(
                 f"{type(self).__name__}: as_float=True makes reward_extra_info {{'acc': score}} as verl "
                 "records a float; drop reward_extra_keys or as_float"
             )
-        self.reward_extra_keys: tuple[str, ...] = tuple(_plain(keys) or ())
-        judger_option = options.pop("judger", None)
+        # None: every key the scorer returns (the union over the batch)
+        self.reward_extra_keys: tuple[str, ...] | None = None if keys is None else tuple(keys)
+        self._judger_option = options.pop("judger", None)
         self.max_resp_len = options.pop("max_resp_len", None)
-        self.overlong_buffer_cfg = _plain(options.pop("overlong_buffer_cfg", None))
+        self.overlong_buffer_cfg = plain(options.pop("overlong_buffer_cfg", None))
         self.options = options  # for subclasses; anything left is refused below
-        if judger_option is not None and (custom_fn or default_kwargs):
-            # one of the two would be silently ignored: refuse rather than pick
-            what = (
-                f"a custom compute_score ({getattr(raw_fn, '__name__', raw_fn)!r})"
-                if custom_fn
-                else f"default_compute_score options {sorted(default_kwargs)}"
-            )
-            raise ValueError(
-                f"{type(self).__name__}: both reward_kwargs.judger and {what} are set; keep one: drop "
-                "custom_reward_function.path (or reward.sandbox_fusion.url), or drop reward_kwargs.judger"
-            )
-        if judger_option is not None:
-            self.judger = _build_judger(judger_option)
-        elif not custom_fn:
-            self.judger = self.defaults.judger_config().build()
-        else:
-            # what verl's managers add to every call when a reward model serves (GenRM)
-            genrm: dict[str, Any] = {}
-            if reward_router_address is not None:
-                genrm = {
-                    "reward_router_address": reward_router_address,
-                    "reward_model_tokenizer": reward_model_tokenizer,
-                }
-            call_kwargs = {**genrm, **fn_kwargs}  # reward_kwargs win, as in verl's _call_with_kwargs
-            handler: Any = raw_fn
-            if "solution_strs" not in inspect.signature(raw_fn).parameters:
-                is_async = inspect.iscoroutinefunction(raw_fn) or inspect.iscoroutinefunction(
-                    getattr(raw_fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-                )
-                handler = (AsyncVerlCall if is_async else VerlCall)(raw_fn, call_kwargs)
-            kwargs = call_kwargs if handler is raw_fn else {}
-            self.judger = JudgerConfig(
-                judger_name=getattr(raw_fn, "__name__", "compute_score"),
-                reward_handler=handler,
-                handler_kwargs=kwargs,
-            ).build()
-        self.failures = FailureLog(type(self).__name__)
-        self._pending: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
-        self.check_options()
 
     def check_options(self) -> None:
         unknown = sorted(set(self.options))
-        if _get(self.overlong_buffer_cfg, "enable", False) and not isinstance(self, DAPORewardManager):
+        if get_option(self.overlong_buffer_cfg, "enable", False) and not isinstance(self, DAPORewardManager):
             raise TypeError(
                 f"{type(self).__name__}: overlong_buffer_cfg is enabled but only DAPORewardManager applies "
                 "the overlong penalty; set reward.reward_manager.name=DAPORewardManager or disable it"
@@ -323,30 +246,51 @@ class NaiveRewardManager:
     # --- scoring ---------------------------------------------------------------------------------
 
     def _score(
-        self, rows: Sequence[tuple[Any, ...]], lengths: Sequence[int]
+        self, rows: Sequence[Row], lengths: Sequence[int] | np.ndarray
     ) -> list[tuple[float, dict[str, Any]]]:
         """Judge ``(data_source, response, ground_truth, extra_info)`` rows: (reward, extra info) each."""
-        states = run_sync(judge_rows(self.judger, *zip(*rows))) if rows else []
+        states = run_sync(judge_rows(self.judger, rows)) if rows else []
         return self._finish(states, lengths)
 
-    def _finish(self, states: Sequence[Any], lengths: Sequence[int]) -> list[tuple[float, dict[str, Any]]]:
+    def _finish(
+        self, states: Sequence[Any], lengths: Sequence[int] | np.ndarray
+    ) -> list[tuple[float, dict[str, Any]]]:
+        keys, as_float = self.reward_extra_keys, self.defaults.as_float
+        adjust = None if type(self).adjust is NaiveRewardManager.adjust else self.adjust
         out = []
         for state, length in zip(states, lengths):
-            if state.reward is None:
-                if self.on_failure == "raise":
-                    raise ValueError(
-                        f"{type(self).__name__}: a sample of data_source={state.data_source!r} could not "
-                        f"be scored (on_failure='raise'): {state.error_msg}"
-                    )
-                self.failures.record(state, self.failure_score)
-            full = result_of(state, self.failure_score, None)
+            reward = state.reward
+            failed = reward is None
+            if failed:
+                reward = self._failed(state)
+            score = float(reward["score"])
             info: dict[str, Any]
-            if self.defaults.as_float:
-                info = {"acc": float(full["score"])}
+            if as_float:
+                info = {"acc": score}
+            elif keys is None:
+                info = reward if failed else {**reward, FAILURE_KEY: None}
             else:
-                info = {key: full.get(key) for key in self.reward_extra_keys}
-            out.append(self.adjust(float(full["score"]), int(length), info))
+                info = {key: reward.get(key) for key in keys}
+                if not failed and FAILURE_KEY in info:
+                    info[FAILURE_KEY] = None  # a judged sample has no failure, whatever it returned
+            out.append((score, info) if adjust is None else adjust(score, int(length), info))
         return out
+
+    def _failed(self, state: Any) -> dict[str, Any]:
+        """What a sample the judger could not score gets (on_failure='raise': an error instead)."""
+        if self.on_failure == "raise":
+            raise ValueError(
+                f"{type(self).__name__}: a sample of data_source={state.data_source!r} could not "
+                f"be scored (on_failure='raise'): {state.error_msg}"
+            )
+        self.failures.record(state, self.failure_score)
+        failure = state.extra_fields.get(FAILURE_KEY) or {}
+        return {
+            "score": self.failure_score,
+            "acc": False,
+            "pred": None,
+            FAILURE_KEY: failure.get("kind", "error"),
+        }
 
     def adjust(self, reward: float, length: int, info: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         """The sample's reward from its score (DAPO adds the overlong penalty)."""
@@ -354,35 +298,38 @@ class NaiveRewardManager:
 
     # --- verl's reward loop ----------------------------------------------------------------------
 
-    def _row(self, item: Any) -> tuple[tuple[Any, ...], int]:
+    def _undecoded_row(self, item: Any) -> tuple[tuple[Any, np.ndarray, Any, Any], int]:
+        """One sample of verl's reward loop, its response still token ids (decoded with the others
+        of its chunk): ``(data_source, valid response ids, ground_truth, extra_info)`` and length."""
         response_ids = item.batch["responses"]
         width = response_ids.shape[-1]
         length = int(item.batch["attention_mask"][-width:].sum())
-        text = self.tokenizer.decode(response_ids[:length], skip_special_tokens=True)
-        rm = item.non_tensor_batch.get("reward_model") or {}
-        extra = self.extra_info(item.non_tensor_batch)
-        data_source = item.non_tensor_batch[self.reward_fn_key]
-        return (data_source, self.strip(text), rm.get("ground_truth"), extra), length
+        ids = response_ids[:length]
+        fields = item.non_tensor_batch
+        rm = fields.get("reward_model") or {}
+        host = ids.cpu().numpy() if hasattr(ids, "cpu") else np.asarray(ids)
+        return (fields[self.reward_fn_key], host, rm.get("ground_truth"), self.extra_info(fields)), length
 
-    def _rows(self, data: Any) -> tuple[list[tuple[Any, ...]], list[int]]:
+    def _rows(self, data: Any) -> tuple[list[Row], np.ndarray]:
         """Every row of a ``DataProto`` at once: valid lengths from the attention mask in one
         reduction, all responses in one ``batch_decode`` (slicing the batch row by row and decoding
-        each was most of a step's time); the same rows as :meth:`_row` gives one by one."""
+        each was most of a step's time); the same rows verl's managers make one by one."""
         responses = data.batch["responses"]
         width = responses.shape[-1]
-        lengths = [int(n) for n in data.batch["attention_mask"][:, -width:].sum(dim=-1).tolist()]
+        lengths = _valid_lengths(data.batch["attention_mask"][:, -width:])
         # rows as arrays: transformers checks a list of Python ints element by element before
         # decoding it, which cost more than the decoding itself
         array = responses.detach().cpu().numpy()
-        ids = [array[i, :n] for i, n in enumerate(lengths)]
-        texts = decode_all(self.tokenizer, ids)
+        texts = decode_all(self.tokenizer, [array[i, :n] for i, n in enumerate(lengths.tolist())])
         columns = data.non_tensor_batch
-        rows = []
-        for i, text in enumerate(texts):
-            fields = {key: values[i] for key, values in columns.items()}
-            rm = fields.get("reward_model") or {}
-            extra = self.extra_info(fields)
-            rows.append((fields[self.reward_fn_key], self.strip(text), rm.get("ground_truth"), extra))
+        n = len(texts)
+        sources = columns[self.reward_fn_key]
+        models = columns.get("reward_model", [None] * n)
+        extras = self.extra_infos(columns, n)
+        strip = self.strip
+        rows = [
+            (sources[i], strip(texts[i]), (models[i] or {}).get("ground_truth"), extras[i]) for i in range(n)
+        ]
         return rows, lengths
 
     def extra_info(self, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,12 +343,26 @@ class NaiveRewardManager:
         extra["rollout_reward_scores"] = fields.get("reward_scores", {})
         return extra
 
+    def extra_infos(self, columns: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
+        """:meth:`extra_info` of every row of a ``non_tensor_batch``, read column by column."""
+        infos, tools = columns.get("extra_info"), columns.get("tool_extra_fields")
+        turns, scores = columns.get("__num_turns__"), columns.get("reward_scores")
+        out = []
+        for i in range(n):
+            extra = dict((infos[i] if infos is not None else None) or {})
+            if tools is not None and tools[i] is not None:
+                extra.update(tools[i].items())
+            extra["num_turns"] = turns[i] if turns is not None else None
+            extra["rollout_reward_scores"] = scores[i] if scores is not None else {}
+            out.append(extra)
+        return out
+
     def strip(self, text: str) -> str:
         return text
 
     async def run_single(self, data: Any) -> dict[str, Any]:
-        """verl's reward-loop call for one sample; concurrent calls are judged as one batch."""
-        row, length = self._row(data[-1:][0])
+        """verl's reward-loop call for one sample; concurrent calls are decoded and judged as one batch."""
+        row, length = self._undecoded_row(data[-1:][0])
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append(((row, length), future))
@@ -413,9 +374,11 @@ class NaiveRewardManager:
 
     async def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        rows = [p[0][0] for p in pending]
         try:
-            states = await judge_rows(self.judger, *zip(*rows))
+            undecoded = [p[0][0] for p in pending]
+            texts = decode_all(self.tokenizer, [ids for _, ids, _, _ in undecoded])
+            rows = [(ds, self.strip(text), gt, extra) for (ds, _, gt, extra), text in zip(undecoded, texts)]
+            states = await judge_rows(self.judger, rows)
             results = self._finish(states, [p[0][1] for p in pending])
         except BaseException as exc:
             for _, future in pending:
@@ -439,73 +402,138 @@ class NaiveRewardManager:
         )
         return rm_scores
 
-    # --- verl's DataProto managers ---------------------------------------------------------------
+    # --- verl's DataProto managers, and batches without torch ------------------------------------
 
     def __call__(self, data: Any, return_dict: bool = False) -> Any:
-        """verl's legacy manager call: a ``DataProto`` in, the reward tensor (and extra info) out."""
-        import torch
-
+        """verl's legacy manager call: a ``DataProto`` in, the reward tensor (and extra info) out; or
+        a :class:`RewardBatch` (or mapping) in, a NumPy array out (torch with ``tensor="torch"``)."""
+        if not hasattr(data, "non_tensor_batch"):
+            return self._call_batch(RewardBatch.coerce(data), return_dict)
         if "rm_scores" in data.batch.keys():  # noqa: SIM118 - TensorDict refuses `in`
             scores = data.batch["rm_scores"]
             if not return_dict:
                 return scores
             keys = data.meta_info.get("reward_extra_keys", [])
             return {"reward_tensor": scores, "reward_extra_info": {k: data.non_tensor_batch[k] for k in keys}}
+        import torch
+
         rows, lengths = self._rows(data)
+        responses = data.batch["responses"]
         results = self._score(rows, lengths)
-        tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
-        printed: dict[Any, int] = {}
-        for i, ((reward, _), length) in enumerate(zip(results, lengths)):
-            if length > 0:
-                tensor[i, length - 1] = reward
-            source = rows[i][0]
-            if printed.get(source, 0) < self.num_examine:
-                printed[source] = printed.get(source, 0) + 1
-                print(f"[response] {rows[i][1]}\n[ground_truth] {rows[i][2]}\n[score] {reward}")
+        rewards = [reward for reward, _ in results]
+        tensor = torch.from_numpy(reward_array(lengths, rewards, responses.shape[-1]))
+        if tensor.device != responses.device:
+            tensor = tensor.to(responses.device)
+        self._examine(rows, rewards, None)
         if not return_dict:
             return tensor
-        extra: dict[str, list[Any]] = {key: [] for key in (results[0][1] if results else {})}
-        for _, info in results:
-            for key in extra:
-                extra[key].append(info.get(key))
-        return {"reward_tensor": tensor, "reward_extra_info": extra}
+        return {"reward_tensor": tensor, "reward_extra_info": union_extra_info([info for _, info in results])}
+
+    def _call_batch(self, batch: RewardBatch, return_dict: bool) -> Any:
+        lengths, width = batch.checked_lengths()
+        texts = batch.texts(self.tokenizer)
+        infos = list(batch.extra_infos) if batch.extra_infos is not None else [None] * len(batch)
+        strip = self.strip
+        rows = [
+            (ds, strip(text), gt, info)
+            for ds, text, gt, info in zip(batch.data_sources, texts, batch.ground_truths, infos)
+        ]
+        results = self._score(rows, lengths)
+        rewards = [reward for reward, _ in results]
+        tensor: Any = reward_array(lengths, rewards, width)
+        if self.tensor == "torch":
+            import torch
+
+            tensor = torch.from_numpy(tensor)
+        self._examine(rows, rewards, batch.prompts)
+        if not return_dict:
+            return tensor
+        return {"reward_tensor": tensor, "reward_extra_info": union_extra_info([info for _, info in results])}
+
+    def _examine(self, rows: Sequence[Row], rewards: Sequence[float], prompts: Sequence[str] | None) -> None:
+        """verl's ``num_examine``: the first samples of each data source, printed."""
+        if self.num_examine <= 0:
+            return
+        printed: dict[str, int] = {}
+        for i, (source, text, truth, _) in enumerate(rows):
+            key = str(source)
+            if printed.get(key, 0) >= self.num_examine:
+                continue
+            printed[key] = printed.get(key, 0) + 1
+            if prompts is not None:
+                self.printer(f"[prompt] {prompts[i]}")
+            self.printer(f"[response] {text}")
+            self.printer(f"[ground_truth] {truth}")
+            self.printer(f"[score] {rewards[i]}")
 
 
 class BatchRewardManager(NaiveRewardManager):
     """verl's batch manager: the whole batch in one judger call (a batch ``compute_score`` included)."""
 
 
+_TORCH_FREE_DAPO = ("eos_token", "overlong_buffer_len", "overlong_penalty_factor", "log_overlong")
+
+
 class DAPORewardManager(NaiveRewardManager):
     """verl's DAPO manager: a trailing eos stripped, and the overlong penalty of ``overlong_buffer_cfg``.
 
     ``overlong_buffer_cfg`` (``enable``, ``len``, ``penalty_factor``, ``log``) and ``max_resp_len`` come
-    from ``reward.reward_kwargs`` (verl's reward loop) or the constructor (verl's legacy form).
+    from ``reward.reward_kwargs`` (verl's reward loop) or the constructor (verl's legacy form). The
+    eos stripped is the tokenizer's ``eos_token``. The deprecated torch-free keywords
+    ``eos_token``, ``overlong_buffer_len``, ``overlong_penalty_factor`` and ``log_overlong`` still
+    set the same.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        old = {key: kwargs.pop(key) for key in _TORCH_FREE_DAPO if key in kwargs}
+        if old:
+            warnings.warn(
+                f"DAPORewardManager({', '.join(sorted(old))}=...) is deprecated: give overlong_buffer_cfg="
+                "{'enable', 'len', 'penalty_factor', 'log'} (verl's keys) and the tokenizer's eos_token",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        if old.get("overlong_buffer_len") is not None:
+            kwargs["overlong_buffer_cfg"] = {
+                "enable": True,
+                "len": old["overlong_buffer_len"],
+                "penalty_factor": old.get("overlong_penalty_factor", 1.0),
+                "log": old.get("log_overlong", False),
+            }
+        super().__init__(*args, **kwargs)
+        self.eos_token = old.get("eos_token") or getattr(self.tokenizer, "eos_token", None)
 
     def check_options(self) -> None:
         super().check_options()
         cfg = self.overlong_buffer_cfg
-        if cfg is not None and _get(cfg, "enable", False):
+        if cfg is not None and get_option(cfg, "enable", False):
             if self.max_resp_len is None:
                 raise ValueError("DAPORewardManager: overlong_buffer_cfg.enable needs max_resp_len")
-            if not 0 < int(_get(cfg, "len", 0)) <= int(self.max_resp_len):
+            if not 0 < int(get_option(cfg, "len", 0)) <= int(self.max_resp_len):
                 raise ValueError("DAPORewardManager: overlong_buffer_cfg.len must be in (0, max_resp_len]")
 
     def extra_info(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """verl's DAPO manager hands the row's ``extra_info`` as it is."""
         return dict(fields.get("extra_info") or {})
 
+    def extra_infos(self, columns: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
+        infos = columns.get("extra_info")
+        return [dict((infos[i] if infos is not None else None) or {}) for i in range(n)]
+
     def strip(self, text: str) -> str:
-        eos = getattr(self.tokenizer, "eos_token", None)
+        eos = self.eos_token
         return text[: -len(eos)] if eos and text.endswith(eos) else text
 
     def adjust(self, reward: float, length: int, info: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         cfg = self.overlong_buffer_cfg
-        if cfg is None or not _get(cfg, "enable", False):
+        if cfg is None or not get_option(cfg, "enable", False):
             return reward, info
         penalty = overlong_penalty(
-            length, int(self.max_resp_len), int(_get(cfg, "len")), float(_get(cfg, "penalty_factor", 1.0))
+            length,
+            int(self.max_resp_len),
+            int(get_option(cfg, "len")),
+            float(get_option(cfg, "penalty_factor", 1.0)),
         )
-        if _get(cfg, "log", False):
+        if get_option(cfg, "log", False):
             info = {**info, "overlong_reward": penalty, "overlong": penalty < 0}
         return reward + penalty, info

@@ -1,32 +1,32 @@
-"""verl-style reward managers without torch: decoded responses in, token-level reward arrays out.
+"""The torch-free core of judger's verl reward managers: batches, token-level reward arrays, decoding.
 
-A manager is called with a batch (a :class:`RewardBatch`, or a mapping with the same keys) and
-returns a ``(batch, response_length)`` float32 NumPy array holding each sample's score at its last
-valid token and zeros elsewhere (a torch tensor with ``tensor="torch"``, when torch is installed).
-``return_dict=True`` returns ``{"reward_tensor": ..., "reward_extra_info": {key: [value per sample]}}``
-where the keys are the union over the batch (a sample without a key has None, never a KeyError).
+judger has one verl manager family, :mod:`judger.compat.verl.managers` (``NaiveRewardManager``,
+``BatchRewardManager``, ``DAPORewardManager``: verl's spelling). Those classes take verl's
+``DataProto`` (a torch reward tensor back) or, without torch, a :class:`RewardBatch` or a mapping
+with its keys (a NumPy array back, or torch with ``tensor="torch"``); what they share without torch
+lives here:
 
-``compute_score`` is verl's ``compute_score(data_source, solution_str, ground_truth, extra_info,
-**kwargs)`` (its batch form for :class:`BatchRewardManager`), or a judger / judger config: then the
-batch goes through ``batch_judge``, a sample that fails to be judged scores 0.0 and its
-``judge_failure`` entry says ``"error"`` or ``"timeout"``. ``None`` means verl's dispatch by
-data_source (:mod:`judger.compat.verl`).
+- :class:`RewardBatch`: one entry per sample (decoded ``responses``, or ``response_ids`` and the
+  manager's tokenizer), ``valid_response_lengths``, ``response_length`` (the array's width).
+- :func:`reward_array`: each sample's reward at its last valid token, zeros elsewhere, in one
+  scatter.
+- :func:`union_extra_info`: ``{key: [value per sample]}`` over the union of keys (None where a
+  sample lacks one).
+- :func:`decode_all`: every row of token ids decoded as ``tokenizer.decode(row,
+  skip_special_tokens=True)`` decodes it, in one call of a fast tokenizer's Rust decoder.
+
+The names ``NaiveRewardManager``, ``BatchRewardManager`` and ``DapoRewardManager`` of this module
+are deprecated aliases of the managers' classes (``DapoRewardManager`` is ``DAPORewardManager``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from judger.compat.verl.batch import overlong_penalty, run_sync
-from judger.compat.verl.compute_score import default_compute_score
-from judger.core.judger import BaseJudger
-from judger.core.rollout import RolloutState, Status
-
-ScoreFn = Callable[..., Any]
 
 
 @dataclass
@@ -70,6 +70,38 @@ class RewardBatch:
             raise KeyError(f"unknown reward batch keys {sorted(unknown)}; expected some of {sorted(known)}")
         return cls(**data)
 
+    def checked_lengths(self) -> tuple[np.ndarray, int]:
+        """The valid lengths as an array and the reward array's width; ValueError when the columns
+        disagree in length or a valid length exceeds the width."""
+        n = len(self)
+        lengths = np.asarray(self.valid_response_lengths, dtype=np.int64).reshape(-1)
+        if len(lengths) != n or len(self.ground_truths) != n:
+            raise ValueError(
+                f"reward batch: {n} data_sources, {len(self.ground_truths)} ground_truths, "
+                f"{len(lengths)} valid_response_lengths"
+            )
+        width = self.response_length if self.response_length is not None else int(lengths.max(initial=0))
+        if (lengths > width).any():
+            raise ValueError(f"a valid_response_length exceeds the response length {width}")
+        return lengths, width
+
+    def texts(self, tokenizer: Any) -> list[str]:
+        """The decoded responses (None as ""), or ``response_ids`` decoded with ``tokenizer``."""
+        if self.responses is not None:
+            texts = [r if r is not None else "" for r in self.responses]
+        elif self.response_ids is None or tokenizer is None:
+            raise ValueError(
+                "the batch has no decoded responses: give responses, or response_ids and a tokenizer"
+            )
+        else:
+            rows = [
+                np.asarray(ids)[: int(n)] for ids, n in zip(self.response_ids, self.valid_response_lengths)
+            ]
+            texts = decode_all(tokenizer, rows)
+        if len(texts) != len(self):
+            raise ValueError(f"reward batch: {len(texts)} responses for {len(self)} samples")
+        return texts
+
 
 def normalize_score(result: Any) -> dict[str, Any]:
     """verl's return convention: a dict (must hold ``score``), a number, or a tuple led by the score."""
@@ -94,236 +126,64 @@ def union_extra_info(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Any
     return {key: [result.get(key) for result in results] for key in keys}
 
 
-def _default_compute_score() -> ScoreFn:
-    return default_compute_score
+def reward_array(lengths: np.ndarray, rewards: Sequence[float], width: int) -> np.ndarray:
+    """A ``(len(lengths), width)`` float32 array: each reward at ``length - 1``, zeros elsewhere.
 
-
-class NaiveRewardManager:
-    """Score each sample with ``compute_score`` and put the score at its last valid token (verl's naive)."""
-
-    batched = False
-
-    def __init__(
-        self,
-        compute_score: ScoreFn | BaseJudger | Any | None = None,
-        *verl_positional: Any,
-        tokenizer: Any = None,
-        num_examine: int = 0,
-        reward_kwargs: dict[str, Any] | None = None,
-        tensor: str = "numpy",
-        printer: Callable[[str], None] = print,
-    ) -> None:
-        if tensor not in ("numpy", "torch"):
-            raise ValueError(f"tensor must be 'numpy' or 'torch', got {tensor!r}")
-        if tensor == "torch":
-            try:
-                import torch  # noqa: F401
-            except ImportError as exc:
-                raise ImportError(
-                    "tensor='torch' needs torch installed; use the default tensor='numpy'"
-                ) from exc
-        if verl_positional or (hasattr(compute_score, "decode") and hasattr(compute_score, "batch_decode")):
-            raise TypeError(
-                f"{type(self).__name__}: the first argument is a tokenizer: this torch-free manager takes "
-                "compute_score first (tokenizer= by keyword). For verl's signature "
-                "(tokenizer, num_examine, compute_score, ...) and DataProto batches use "
-                f"judger.compat.verl.managers.{type(self).__name__.replace('Dapo', 'DAPO')}"
-            )
-        self.judger: BaseJudger | None = None
-        self.compute_score: ScoreFn | None = None
-        if compute_score is None:
-            self.compute_score = _default_compute_score()
-        elif isinstance(compute_score, BaseJudger):
-            self.judger = compute_score
-        elif hasattr(compute_score, "build") and not callable(compute_score):
-            self.judger = compute_score.build()
-        elif callable(compute_score):
-            self.compute_score = compute_score
-        else:
-            raise TypeError(
-                f"compute_score must be a function, a judger or a judger config, got {compute_score!r}"
-            )
-        self.tokenizer = tokenizer
-        self.num_examine = num_examine
-        self.reward_kwargs = dict(reward_kwargs or {})
-        self.tensor = tensor
-        self.printer = printer
-
-    # --- hooks for subclasses --------------------------------------------------------------------
-
-    def decode(self, batch: RewardBatch) -> list[str]:
-        if batch.responses is not None:
-            return [r if r is not None else "" for r in batch.responses]
-        if batch.response_ids is None or self.tokenizer is None:
-            raise ValueError(
-                "the batch has no decoded responses: give responses, or response_ids and a tokenizer"
-            )
-        return [
-            self.tokenizer.decode(list(ids)[: int(n)], skip_special_tokens=True)
-            for ids, n in zip(batch.response_ids, batch.valid_response_lengths)
-        ]
-
-    def score_all(self, batch: RewardBatch, responses: list[str]) -> list[dict[str, Any]]:
-        extra_infos = list(batch.extra_infos) if batch.extra_infos is not None else [None] * len(batch)
-        if self.judger is not None:
-            return self._judge(batch, responses, extra_infos)
-        assert self.compute_score is not None
-        return [
-            normalize_score(self.compute_score(ds, resp, gt, info, **self.reward_kwargs))
-            for ds, resp, gt, info in zip(batch.data_sources, responses, batch.ground_truths, extra_infos)
-        ]
-
-    def adjust(self, batch: RewardBatch, results: list[dict[str, Any]]) -> list[float]:
-        """The reward of each sample (its score here; DAPO adds the overlong penalty)."""
-        return [float(r["score"]) for r in results]
-
-    # --- the call --------------------------------------------------------------------------------
-
-    def _judge(
-        self, batch: RewardBatch, responses: list[str], extra_infos: list[Any]
-    ) -> list[dict[str, Any]]:
-        assert self.judger is not None
-        states = []
-        for ds, resp, gt, info in zip(batch.data_sources, responses, batch.ground_truths, extra_infos):
-            extra = {"extra_info": info} if info else {}
-            states.append(
-                RolloutState(
-                    data_source=ds,
-                    response=resp,
-                    reward_model={"ground_truth": gt},
-                    status=Status.COMPLETED,
-                    extra_fields=extra,
-                )
-            )
-        run_sync(self.judger.batch_judge(states))
-        results = []
-        for state in states:
-            if state.reward is None:
-                failure = state.extra_fields.get("judge_failure") or {}
-                results.append({"score": 0.0, "judge_failure": failure.get("kind", "error")})
-            else:
-                results.append({**state.reward, "judge_failure": None})
-        return results
-
-    def __call__(self, batch: RewardBatch | Mapping[str, Any], return_dict: bool = False) -> Any:
-        batch = RewardBatch.coerce(batch)
-        n = len(batch)
-        lengths = np.asarray(batch.valid_response_lengths, dtype=np.int64).reshape(-1)
-        if len(lengths) != n or len(batch.ground_truths) != n:
-            raise ValueError(
-                f"reward batch: {n} data_sources, {len(batch.ground_truths)} ground_truths, "
-                f"{len(lengths)} valid_response_lengths"
-            )
-        width = batch.response_length if batch.response_length is not None else int(lengths.max(initial=0))
-        if (lengths > width).any():
-            raise ValueError(f"a valid_response_length exceeds the response length {width}")
-        responses = self.decode(batch)
-        if len(responses) != n:
-            raise ValueError(f"reward batch: {len(responses)} responses for {n} samples")
-        results = self.score_all(batch, responses)
-        rewards = self.adjust(batch, results)
-        reward_tensor = np.zeros((n, width), dtype=np.float32)
-        rows = np.flatnonzero(lengths > 0)
-        # verl writes at valid_response_length - 1; an empty response has no token to carry a reward
-        reward_tensor[rows, lengths[rows] - 1] = np.asarray(rewards, dtype=np.float32)[rows]
-        self._examine(batch, responses, rewards)
-        tensor: Any = reward_tensor
-        if self.tensor == "torch":
-            import torch
-
-            tensor = torch.from_numpy(reward_tensor)
-        if return_dict:
-            return {"reward_tensor": tensor, "reward_extra_info": union_extra_info(results)}
-        return tensor
-
-    def _examine(self, batch: RewardBatch, responses: list[str], rewards: list[float]) -> None:
-        if self.num_examine <= 0:
-            return
-        printed: dict[Any, int] = {}
-        for i, ds in enumerate(batch.data_sources):
-            key = str(ds)
-            if printed.get(key, 0) >= self.num_examine:
-                continue
-            printed[key] = printed.get(key, 0) + 1
-            if batch.prompts is not None:
-                self.printer(f"[prompt] {batch.prompts[i]}")
-            self.printer(f"[response] {responses[i]}")
-            self.printer(f"[ground_truth] {batch.ground_truths[i]}")
-            self.printer(f"[score] {rewards[i]}")
-
-
-class BatchRewardManager(NaiveRewardManager):
-    """One ``compute_score(data_sources, solution_strs, ground_truths, extra_infos, **kw)`` call per batch."""
-
-    batched = True
-
-    def score_all(self, batch: RewardBatch, responses: list[str]) -> list[dict[str, Any]]:
-        if self.judger is not None:
-            return super().score_all(batch, responses)
-        assert self.compute_score is not None
-        extra_infos = list(batch.extra_infos) if batch.extra_infos is not None else [None] * len(batch)
-        results = self.compute_score(
-            list(batch.data_sources), responses, list(batch.ground_truths), extra_infos, **self.reward_kwargs
-        )
-        if not isinstance(results, (list, tuple)) or len(results) != len(batch):
-            got = len(results) if isinstance(results, (list, tuple)) else type(results).__name__
-            raise ValueError(f"batch compute_score returned {got} results for {len(batch)} samples")
-        return [normalize_score(r) for r in results]
-
-
-class DapoRewardManager(NaiveRewardManager):
-    """verl's DAPO manager: strip a trailing eos from each response, then add the overlong penalty.
-
-    With ``overlong_buffer_len`` set, a response of L valid tokens gets
-    ``min(-(L - (max_resp_len - overlong_buffer_len)) / overlong_buffer_len * overlong_penalty_factor, 0)``
-    added to its score; ``log_overlong`` records ``overlong_reward`` and ``overlong`` per sample.
+    verl writes at ``valid_response_length - 1``; an empty response has no token to carry a reward.
     """
+    out = np.zeros((len(lengths), width), dtype=np.float32)
+    rows = np.flatnonzero(lengths > 0)
+    out[rows, lengths[rows] - 1] = np.asarray(rewards, dtype=np.float32)[rows]
+    return out
 
-    def __init__(
-        self,
-        compute_score: ScoreFn | BaseJudger | Any | None = None,
-        *,
-        eos_token: str | None = None,
-        max_resp_len: int | None = None,
-        overlong_buffer_len: int | None = None,
-        overlong_penalty_factor: float = 1.0,
-        log_overlong: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(compute_score, **kwargs)
-        if eos_token is None and self.tokenizer is not None:
-            eos_token = getattr(self.tokenizer, "eos_token", None)
-        self.eos_token = eos_token
-        if overlong_buffer_len is not None:
-            if max_resp_len is None:
-                raise ValueError("overlong_buffer_len needs max_resp_len")
-            if not 0 < overlong_buffer_len <= max_resp_len:
-                raise ValueError(
-                    f"overlong_buffer_len must be in (0, max_resp_len], got {overlong_buffer_len}"
-                )
-        self.max_resp_len = max_resp_len
-        self.overlong_buffer_len = overlong_buffer_len
-        self.overlong_penalty_factor = overlong_penalty_factor
-        self.log_overlong = log_overlong
 
-    def decode(self, batch: RewardBatch) -> list[str]:
-        responses = super().decode(batch)
-        eos = self.eos_token
-        if eos:
-            responses = [r[: -len(eos)] if r.endswith(eos) else r for r in responses]
-        return responses
+_TRANSFORMERS_FAST = ("transformers.tokenization_utils_tokenizers", "transformers.tokenization_utils_fast")
 
-    def adjust(self, batch: RewardBatch, results: list[dict[str, Any]]) -> list[float]:
-        rewards = super().adjust(batch, results)
-        if self.overlong_buffer_len is None:
-            return rewards
-        assert self.max_resp_len is not None
-        for i, length in enumerate(batch.valid_response_lengths):
-            penalty = overlong_penalty(
-                int(length), self.max_resp_len, self.overlong_buffer_len, self.overlong_penalty_factor
-            )
-            rewards[i] += penalty
-            if self.log_overlong:
-                results[i]["overlong_reward"] = penalty
-                results[i]["overlong"] = penalty < 0
-        return rewards
+
+def _plain_fast_tokenizer(tokenizer: Any) -> Any:
+    """The Rust tokenizer under a transformers fast tokenizer whose ``decode`` is exactly its Rust
+    ``decode`` (no override, no clean-up pass), else None."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "decode_batch"):
+        return None
+    if getattr(tokenizer, "clean_up_tokenization_spaces", True) is not False:
+        return None
+    for name in ("decode", "batch_decode", "_decode"):
+        owner = next((c for c in type(tokenizer).__mro__ if name in vars(c)), None)
+        if owner is None or not owner.__module__.startswith(("transformers.tokenization_utils",)):
+            return None
+        if name == "_decode" and owner.__module__ not in _TRANSFORMERS_FAST:
+            return None
+    return backend
+
+
+def decode_all(tokenizer: Any, ids: Sequence[Any]) -> list[str]:
+    """``tokenizer.decode(row, skip_special_tokens=True)`` of every row: in one Rust call, on all
+    cores, where that is the same thing (a plain fast tokenizer), else row by row."""
+    backend = _plain_fast_tokenizer(tokenizer)
+    if backend is not None:
+        rows = [row.tolist() if hasattr(row, "tolist") else list(row) for row in ids]
+        return list(backend.decode_batch(rows, skip_special_tokens=True))
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+
+
+_ALIASES = {
+    "NaiveRewardManager": "NaiveRewardManager",
+    "BatchRewardManager": "BatchRewardManager",
+    "DapoRewardManager": "DAPORewardManager",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _ALIASES.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"judger.compat.verl.reward_managers.{name} is judger.compat.verl.managers.{target}: import it "
+        "from there (one manager family, verl's spelling)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from judger.compat.verl import managers
+
+    return getattr(managers, target)
