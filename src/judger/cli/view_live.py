@@ -20,6 +20,7 @@ from typing import Any
 
 from judger.cli.view_cache import IndexCache
 from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer, build_kept
+from judger.core.errors import JudgerError
 from judger.trainer.io import InputError
 
 # rows indexed for the first page: few enough to be read by the time the page asks for them
@@ -29,7 +30,7 @@ PREVIEW_ROWS = 1000
 Builder = Callable[[Path | None, Progress], RolloutIndex]
 
 
-class IndexUnavailable(Exception):
+class IndexUnavailable(JudgerError):
     """No index of the file to answer from: still starting, or its indexing failed."""
 
 

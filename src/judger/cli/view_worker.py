@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from judger.cli.view_index import Progress, RolloutIndex, build_kept
+from judger.core.errors import JudgerError
 
 MARK = "judger-view-worker "
 # what of `judger view`'s arguments the scoring reads
@@ -44,7 +45,7 @@ def stop_workers() -> None:
 atexit.register(stop_workers)
 
 
-class WorkerError(Exception):
+class WorkerError(JudgerError):
     """The worker stopped without an index: its own message, or how it exited."""
 
 

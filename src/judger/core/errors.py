@@ -25,6 +25,8 @@ concerns and, where there is one, the fix.
      +-- SandboxStartError (RuntimeError)  a sandbox did not come up (a judge failure, never a score)
      +-- SandboxFusionError (RuntimeError) a SandboxFusion server could not run a test
      +-- BodyError (ValueError)            the HTTP server refuses a request body (carries the status)
+     +-- WorkerError                       `judger view`'s indexing process stopped without an index
+     +-- IndexUnavailable                  `judger view` has no index yet, or its indexing failed
 
 The classes live beside the code that raises them; this drawing is kept whole by
 ``tests/core/test_error_tree.py``.
