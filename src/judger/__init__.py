@@ -118,4 +118,35 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["JudgerError", "__version__", *_LAZY]
+__all__ = [
+    "BaseJudger",
+    "CPUResourceManager",
+    "CPUResourcesConfig",
+    "CodeJudgerConfig",
+    "CompassVerifierV2Config",
+    "ComposedJudger",
+    "ComposedJudgerConfig",
+    "DapoMathJudgerConfig",
+    "GEO3KJudgerConfig",
+    "GSM8KJudgerConfig",
+    "Judger",
+    "JudgerActor",
+    "JudgerConfig",
+    "JudgerError",
+    "JudgerOutput",
+    "JudgerOutputBatch",
+    "JudgerPayload",
+    "JudgerPayloadBatch",
+    "JudgerPool",
+    "MathJudgerConfig",
+    "MathVerifyJudgerConfig",
+    "NativeJudger",
+    "QAExactMatchJudgerConfig",
+    "RemoteJudger",
+    "RolloutState",
+    "Status",
+    "__version__",
+    "batch_handler",
+    "build_judger",
+    "weighted_sum",
+]
