@@ -62,10 +62,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    import numpy as np
-
     if type(value) in (float, int, bool):
         return True
+    import numpy as np
+
     return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
 
 
