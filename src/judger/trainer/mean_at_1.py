@@ -49,9 +49,9 @@ def mean_at_1(
             return None
         for ds, value in zip(data_sources, values or ()):
             if value is not None:
-                total = sums.setdefault((ds_index[ds], var), [0.0, 0.0])
-                total[0] += value
-                total[1] += 1
+                running = sums.setdefault((ds_index[ds], var), [0.0, 0.0])
+                running[0] += value
+                running[1] += 1
     names = [str(ds) for ds in ds_index]
     order = list(infos)
     out: Metrics = {}
