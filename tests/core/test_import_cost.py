@@ -57,6 +57,30 @@ def test_public_names_resolve_on_first_use_and_are_listed() -> None:
     assert "judger.core.rollout" in loaded
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "from judger import RolloutState, JudgerConfig, build_judger",
+        "from judger.compat.verl import default_compute_score",
+        "from judger import GSM8KJudgerConfig",
+    ],
+)
+def test_common_entry_points_load_none_of_the_heavy_dependencies(body: str) -> None:
+    assert not _loaded(body) & set(HEAVY)
+
+
+def test_a_preset_loads_its_own_module_only() -> None:
+    loaded = _loaded("from judger import GSM8KJudgerConfig")
+    presets = {m for m in loaded if m.startswith("judger.presets.")}
+    # base, inline and xtuner_options are the machinery every preset is built on
+    assert presets == {
+        "judger.presets.gsm8k",
+        "judger.presets.base",
+        "judger.presets.inline",
+        "judger.presets.xtuner_options",
+    }
+
+
 def test_cli_version_and_help_import_no_subcommand() -> None:
     loaded = _loaded(
         "from judger.cli.main import main\n"
