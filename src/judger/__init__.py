@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import TYPE_CHECKING
 
 from judger.core.errors import JudgerError
 from judger.core.lazy import lazy_exports
 
+TYPE_CHECKING = False  # not typing's: importing typing would double the cost of ``import judger``
 if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.core.judger import (
         BaseJudger,
