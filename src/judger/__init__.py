@@ -15,26 +15,58 @@ import importlib
 import warnings
 
 from judger.core.errors import JudgerError
-from judger.core.judger import (
-    BaseJudger,
-    Judger,
-    JudgerOutput,
-    JudgerOutputBatch,
-    JudgerPayload,
-    JudgerPayloadBatch,
-)
 from judger.core.lazy import lazy_exports
-from judger.core.rollout import RolloutState, Status
-from judger.judgers.composed import ComposedJudger, weighted_sum
-from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
-from judger.judgers.handlers import batch_handler
-from judger.judgers.native import NativeJudger
+
+TYPE_CHECKING = False  # not typing's: importing typing would double the cost of ``import judger``
+if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
+    from judger.core.judger import (
+        BaseJudger,
+        Judger,
+        JudgerOutput,
+        JudgerOutputBatch,
+        JudgerPayload,
+        JudgerPayloadBatch,
+    )
+    from judger.core.rollout import RolloutState, Status
+    from judger.judgers.composed import ComposedJudger, weighted_sum
+    from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
+    from judger.judgers.handlers import batch_handler
+    from judger.judgers.native import NativeJudger
+    from judger.presets import (
+        CodeJudgerConfig,
+        DapoMathJudgerConfig,
+        GEO3KJudgerConfig,
+        GSM8KJudgerConfig,
+        MathJudgerConfig,
+        MathVerifyJudgerConfig,
+        QAExactMatchJudgerConfig,
+    )
+    from judger.remote import CPUResourceManager, JudgerActor, JudgerPool, RemoteJudger
+    from judger.verifiers import CompassVerifierV2Config
 
 __version__ = "0.1.0"
 
-# Public names whose modules are heavier (Ray, Math-Verify, FastAPI) load on first use, so
-# ``import judger`` stays fast and works with only the core dependencies installed.
+# Every public name but the two above loads on first use: ``import judger`` (and so every
+# ``import judger.<sub>``, which runs this file first) stays free of pydantic, asyncio and the
+# optional dependencies; ``judger --version``, the viewer's first page and a worker process that
+# needs one scorer pay only for what they touch.
 _LAZY: dict[str, str] = {
+    "BaseJudger": "judger.core.judger",
+    "Judger": "judger.core.judger",
+    "JudgerOutput": "judger.core.judger",
+    "JudgerOutputBatch": "judger.core.judger",
+    "JudgerPayload": "judger.core.judger",
+    "JudgerPayloadBatch": "judger.core.judger",
+    "RolloutState": "judger.core.rollout",
+    "Status": "judger.core.rollout",
+    "ComposedJudger": "judger.judgers.composed",
+    "weighted_sum": "judger.judgers.composed",
+    "ComposedJudgerConfig": "judger.judgers.config",
+    "CPUResourcesConfig": "judger.judgers.config",
+    "JudgerConfig": "judger.judgers.config",
+    "build_judger": "judger.judgers.config",
+    "batch_handler": "judger.judgers.handlers",
+    "NativeJudger": "judger.judgers.native",
     "RemoteJudger": "judger.remote",
     "JudgerActor": "judger.remote",
     "JudgerPool": "judger.remote",
@@ -89,22 +121,33 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BaseJudger",
+    "CPUResourceManager",
     "CPUResourcesConfig",
+    "CodeJudgerConfig",
+    "CompassVerifierV2Config",
     "ComposedJudger",
     "ComposedJudgerConfig",
+    "DapoMathJudgerConfig",
+    "GEO3KJudgerConfig",
+    "GSM8KJudgerConfig",
     "Judger",
+    "JudgerActor",
     "JudgerConfig",
     "JudgerError",
     "JudgerOutput",
     "JudgerOutputBatch",
     "JudgerPayload",
     "JudgerPayloadBatch",
+    "JudgerPool",
+    "MathJudgerConfig",
+    "MathVerifyJudgerConfig",
     "NativeJudger",
+    "QAExactMatchJudgerConfig",
+    "RemoteJudger",
     "RolloutState",
     "Status",
     "__version__",
     "batch_handler",
     "build_judger",
     "weighted_sum",
-    *_LAZY,
 ]

@@ -88,3 +88,23 @@ def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
         and expected["skipped"] > 0
         and expected["timed_out"] > 0
     )
+
+
+def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> None:
+    """The NumPy-free mean@1 (whole numbers) and the full metrics (fractions) give the same summary."""
+    from judger.cli.tally import Tally
+
+    for fractional in (False, True):
+        states = []
+        for i in range(50):
+            s = _state("a" if i % 3 else "b", f"g{i}", acc=None if i % 11 == 4 else bool(i % 4))
+            if s.reward is not None:
+                s.reward["tokens"] = i * 1.25 if fractional else i
+                if i % 5 == 0:
+                    del s.reward["acc"]  # a variable some samples lack
+            states.append(s)
+        tally = Tally()
+        tally.add(states)
+        expected = summarize(states, elapsed_s=1.0)
+        assert tally.summary(1.0) == expected
+        assert expected["data_sources"]["a"]["metrics"]["tokens"]["mean@1"] > 0

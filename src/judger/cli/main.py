@@ -22,14 +22,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``command`` (``"score"``), only that subcommand gets its arguments,
+    so only its module is imported (``""``: none, for ``judger --help`` and ``--version``)."""
     parser = argparse.ArgumentParser(prog="judger", description="Score LLM rollouts for RL post-training.")
     parser.add_argument("--version", action="version", version=f"judger {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.set_defaults(_module=module)
-        _module(module).add_arguments(sp)
+        if command is None or command == name:
+            _module(module).add_arguments(sp)
     return parser
 
 
@@ -42,8 +45,16 @@ def _version() -> str:
     return __version__
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: the first word that is not an option (the top level takes no
+    option with a value); None, so that every subcommand is built, when it names none we know."""
+    word = next((a for a in argv if not a.startswith("-")), "")
+    return word if word in SUBCOMMANDS or word == "" else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()

@@ -13,25 +13,36 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from array import array
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from numbers import Real
 from typing import Any
-
-import numpy as np
 
 from judger.cli.report import _at_n, _number, examples, failure_kind, failure_reason, top_reasons_of
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import RowError
+from judger.trainer.mean_at_1 import mean_at_1
 from judger.trainer.metrics import (
     Metrics,
-    _is_number,
     data_source_name,
     process_validation_metrics,
     prompt_key,
 )
+from judger.trainer.metrics import _is_number as metrics_is_number
 
 _MISSING = -1
+
+
+def _is_number(value: Any) -> bool:
+    """:func:`judger.trainer.metrics._is_number`, without importing NumPy for a value that cannot be
+    one of its scalars (no such value exists while NumPy is not loaded)."""
+    if type(value) in (float, int, bool):
+        return True
+    if "numpy" not in sys.modules:
+        return isinstance(value, Real) and not isinstance(value, str)
+    return metrics_is_number(value)
 
 
 def _group_hash(state: RolloutState) -> int:
@@ -83,8 +94,14 @@ class _Column:
         assert self.codes is not None
         self.codes.append(_MISSING if value is None else self._code(value))
 
-    def column(self) -> Any:
+    def column(self, as_array: bool = True) -> Any:
+        """The values: a float64 NumPy array (NaN where missing) while every value is a number
+        (``array("d")`` with ``as_array=False``), else a list with None where missing."""
         if self.floats is not None:
+            if not as_array:
+                return self.floats
+            import numpy as np  # only for the full metrics: a run of one sample per prompt skips them
+
             return np.frombuffer(self.floats, dtype=np.float64)
         assert self.codes is not None
         values = self.values
@@ -182,6 +199,10 @@ class Tally:
         """:func:`judger.trainer.metrics.compute_validation_metrics` of the samples added."""
         names = list(self._source_codes)
         data_sources = [names[c] for c in self._judged_source]
+        plain = {key: column.column(as_array=False) for key, column in self._columns.items()}
+        at_1 = mean_at_1(data_sources, self._judged_group, plain)
+        if at_1 is not None:
+            return at_1
         infos = {key: column.column() for key, column in self._columns.items()}
         return process_validation_metrics(data_sources, list(self._judged_group), infos, 42)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself costs ``import judger`` more than the rest of it
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lazy_exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:

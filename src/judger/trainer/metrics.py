@@ -26,9 +26,10 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy itself is imported where the metrics run: reading them costs nothing
+    import numpy as np
 
 from judger.core.rollout import RolloutState
 
@@ -63,11 +64,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def _is_number(value: Any) -> bool:
     if type(value) in (float, int, bool):
         return True
+    import numpy as np
+
     return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
 
 
 def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """``(values as float64 with NaN where missing, present mask)``, or None if not a numeric variable."""
+    import numpy as np
+
     try:
         fast = np.asarray(raw)
     except ValueError:  # ragged nested values
@@ -101,6 +106,8 @@ class _Layout:
 
 
 def _layout(group_of: np.ndarray, valid: np.ndarray, n_groups: int) -> _Layout:
+    import numpy as np
+
     samples = np.flatnonzero(valid)
     groups = group_of[samples]
     order = samples[np.argsort(groups, kind="stable")]  # keeps sample order within a group
@@ -129,6 +136,8 @@ def _maj_plan(codes: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarra
     each (most RL sets) have far fewer patterns than groups. Kept in this form, not expanded to one
     row per group: (groups x resamples) integers would cost a gigabyte at 100k prompts.
     """
+    import numpy as np
+
     first = (codes[:, :, None] == codes[:, None, :]).argmax(axis=2)  # (G, n)
     patterns, inverse = np.unique(first, axis=0, return_inverse=True)
     if len(patterns) * 2 > len(first):
@@ -141,6 +150,8 @@ def _maj_mean_std(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std over the resamples of each group's majority-voted value, a chunk of groups at a
     time (each row's reductions are the same whatever the chunk)."""
+    import numpy as np
+
     columns, pattern_of = plan
     g, b = len(pattern_of), columns.shape[1]
     mean, std = np.empty(g), np.empty(g)
@@ -162,6 +173,8 @@ def _maj_columns(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
     is the largest key; ``key % n`` gives the sample back. All keys of all groups come from one
     matrix product, laid out (B, n, groups) so that the max runs over whole contiguous rows.
     """
+    import numpy as np
+
     g, n = codes.shape
     b, k = idx.shape
     if k * k <= 4 * n:
@@ -197,6 +210,8 @@ def _maj_columns_small_k(codes: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
     The first position with the top count holds the first-seen top prediction (verl's tie rule).
     """
+    import numpy as np
+
     g = codes.shape[0]
     b, k = idx.shape
     out = np.empty((g, b), dtype=np.intp)
@@ -215,6 +230,8 @@ def _best_worst(group_vals: np.ndarray, idx: np.ndarray, levels: np.ndarray) -> 
     resample's best is the high value when it holds any high sample, which one AND of bit sets
     ("samples in the resample", "high samples of the group") tells.
     """
+    import numpy as np
+
     g, n = group_vals.shape
     b, k = idx.shape
     if len(levels) <= 2 and n <= 64:
@@ -244,6 +261,8 @@ def _distinct_rows(group_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     eight have at most 256 distinct rows however many prompts there are. The row sums run over the
     same values in the same order, so the results are the same bits as row by row.
     """
+    import numpy as np
+
     distinct, row_of = np.unique(group_vals, axis=0, return_inverse=True)
     if len(distinct) * 2 > len(group_vals):
         return group_vals, np.arange(len(group_vals))
@@ -252,6 +271,8 @@ def _distinct_rows(group_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _pred_codes(preds: Sequence[Any]) -> np.ndarray:
     """One integer per sample, equal exactly when the predictions are equal (as dict keys)."""
+    import numpy as np
+
     seen: dict[Hashable, int] = {}
     codes = np.empty(len(preds), dtype=np.intp)
     for i, pred in enumerate(preds):
@@ -271,6 +292,8 @@ class _Collector:
     def add(
         self, ds_of_group: np.ndarray, gids: np.ndarray, var: str, metric: str, values: np.ndarray
     ) -> None:
+        import numpy as np
+
         ds = ds_of_group[gids]
         for d in np.unique(ds).tolist():
             mask = ds == d
@@ -283,6 +306,8 @@ class _Collector:
                 self.parts[(d, var, metric)] = parts
 
     def result(self, ds_names: list[str], var_order: list[str]) -> Metrics:
+        import numpy as np
+
         out: Metrics = {}
         # verl lists metrics in the order it first meets them; sort keys the same way per variable
         for (d, var, metric), parts in sorted(
@@ -370,6 +395,8 @@ class _Groups:
 def _group(
     data_sources: Sequence[Any], sample_uids: Sequence[Any], n_real: int, preds: Sequence[Any] | None
 ) -> _Groups:
+    import numpy as np
+
     ds_index: dict[Any, int] = {}
     group_index: dict[tuple[int, Any], int] = {}
     ds_of_group_list: list[int] = []
@@ -422,6 +449,8 @@ class _Grader:
         self.pred_codes: np.ndarray | None = None
 
     def variable(self, var: str, raw: Sequence[Any]) -> None:
+        import numpy as np
+
         parsed = _numeric(raw)
         if parsed is None:
             return
@@ -460,6 +489,8 @@ class _Grader:
         binary: bool,
     ) -> None:
         """The metrics of ``var`` over the groups of ``n`` samples."""
+        import numpy as np
+
         groups = self.groups
         group_vals = vals[matrix]  # (G, n)
         self._add(gids, var, f"mean@{n}", group_vals.mean(axis=1))
