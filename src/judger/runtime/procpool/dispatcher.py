@@ -270,9 +270,11 @@ class _PoolCore:
         self.start_failures += 1
         if self.start_failures < MAX_START_FAILURES or any(w.ready for w in self.workers):
             return
-        # every start fails (a preload module that crashes, no memory): answer the waiting calls
+        # every start fails (a preload module that crashes, no memory): answer the waiting calls,
+        # and stop warming up until a call asks again, or start() would retry for ever
         self.start_failures = 0
         with self.lock:
+            self.warm = False
             pending = list(self.queue)
             self.queue.clear()
         error = WorkerCrashedError(
