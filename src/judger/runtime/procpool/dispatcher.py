@@ -271,12 +271,15 @@ class _PoolCore:
         if self.start_failures < MAX_START_FAILURES or any(w.ready for w in self.workers):
             return
         # every start fails (a preload module that crashes, no memory): answer the waiting calls,
-        # and stop warming up until a call asks again, or start() would retry for ever
+        # and stop the starts under way and the warming up until a call asks again, or each
+        # failed start would be followed by another for ever
         self.start_failures = 0
         with self.lock:
             self.warm = False
             pending = list(self.queue)
             self.queue.clear()
+        for other in [w for w in self.workers if not w.ready]:
+            self._replace(other)
         error = WorkerCrashedError(
             f"process pool {self.name!r}: worker processes fail to start "
             f"({MAX_START_FAILURES} in a row, last: {why})"
