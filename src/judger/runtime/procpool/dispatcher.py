@@ -25,11 +25,12 @@ from judger.runtime.procpool.worker import READY, worker_main
 STARTUP_TIMEOUT = 120.0
 """A worker that has not finished importing its preload modules by then is killed."""
 MAX_START_FAILURES = 3
+"""Workers dying this many times in a row before becoming ready fail the waiting calls (and stop
+the pool's start until a call asks again)."""
 _CHUNK_MAX = 64
 """Most calls handed to a worker in one message. Each call still has its own deadline, from the
 moment the worker's reply to the call before it arrives, and a call that overruns fails alone: the
 worker is killed and the calls queued behind it go back to the front of the queue."""
-"""Workers dying this many times in a row before becoming ready fail the waiting calls."""
 
 
 class _Batch:
