@@ -128,9 +128,13 @@ def test_inline_decisions_skip_the_process_pool(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_first_call_starts_the_pool_in_the_background() -> None:
-    shared.close_shared_pool()
-    assert default_compute_score(MATH, "so \\boxed{42}.", "42")["score"] == 1.0
-    pool = shared._shared
-    assert pool is not None and pool.started  # asked for by the call, which did not wait for it
-    assert pool.stats()["max_worker_start_s"] is None  # no worker was ready when the call returned
-    assert pool.run_sync(reward.compute_score, "\\frac{\\pi}{2}", "\\pi/2", extracted=True)["acc"]
+    # spawned workers import Math-Verify and warm its parser: seconds, during which the call returns
+    shared.configure_shared_pool(start_method="spawn")
+    try:
+        assert default_compute_score(MATH, "so \\boxed{42}.", "42")["score"] == 1.0
+        pool = shared._shared
+        assert pool is not None and pool.started  # asked for by the call, which did not wait for it
+        assert pool.stats()["max_worker_start_s"] is None  # no worker was ready when the call returned
+        assert pool.run_sync(reward.compute_score, "\\frac{\\pi}{2}", "\\pi/2", extracted=True)["acc"]
+    finally:
+        shared.configure_shared_pool()
