@@ -25,6 +25,7 @@ _PAIRS = (
 
 
 def warm() -> None:
+    """Grade each warm-up pair once; a pair that fails is logged at debug level and skipped."""
     for answer, gold in _PAIRS:
         try:
             compute_score(answer, gold, extracted=True)
