@@ -7,9 +7,10 @@ Runs in the client tier's environment (``make test-clients`` builds it)::
 Each case is a fresh interpreter (``python -c``) that imports what a verl worker imports and
 scores its first sample(s); the time is taken from just before the process is started to the
 moment the child has its score (the child writes ``time.time()`` then), so interpreter start-up,
-imports, pool start-up and the scoring itself all count, and the child's exit does not. Cases
-run in turn, round by round (alternated), and the median of ``--repeats`` rounds is printed with
-its ratio to verl's own scorer in the same path.
+imports, pool start-up and the scoring itself all count, and the child's exit does not. The
+second time is the first scoring call alone (imports and set-up done: what a pool that blocks
+costs). Cases run in turn, round by round (alternated), and the median of ``--repeats`` rounds is
+printed with its ratio to verl's own scorer in the same path.
 
 - ``verl fn`` / ``judger fn``: ``default_compute_score`` called once on a MATH sample whose answer
   is an integer (verl's ``default_compute_score`` against judger's, default mode);
