@@ -41,6 +41,17 @@ def _missing_label(data_source: Any, on_failure: str) -> dict[str, Any]:
     return {"score": 0.0, "acc": False, "pred": None}
 
 
+def _warm_shared_pool() -> None:
+    """Start the shared pool's workers in the background (once per process): samples decided here
+    never wait for them, and the first one that needs the full grader finds them warming or ready."""
+    try:
+        pool = shared_pool()
+        if not pool.started:
+            pool.start()
+    except Exception:  # a pool that cannot start fails the sample that needs it, with its reason
+        logger.debug("judger: the shared pool could not start in the background", exc_info=True)
+
+
 def _score_on_pool(
     route: Route,
     solution_str: Any,
@@ -50,18 +61,18 @@ def _score_on_pool(
     timeout: float,
     on_failure: str,
 ) -> dict[str, Any]:
+    _warm_shared_pool()
     if route.boxed_input and isinstance(solution_str, str):
         # the answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str, boxes = extract(solution_str)
-        options = {**options, "extracted": True, "boxes": boxes}
         # verl's per-sample managers call this once per row: an answer that needs no parser is
         # decided here, without a round trip to the pool (a run of boxes may still be a list)
         quick = quick_result(solution_str, ground_truth)
         if quick is not None and (quick["acc"] or not boxes):
             return quick
+        options = {**options, "extracted": True, "boxes": boxes}
     try:
-        pool = shared_pool()
-        return pool.run_sync(
+        return shared_pool().run_sync(
             route.compute_score(), solution_str, ground_truth, extra_info, timeout=timeout, **options
         )
     except (TimeoutError, JudgerError) as exc:
@@ -69,6 +80,25 @@ def _score_on_pool(
             raise
         logger.warning("judger: %s scorer failed, scoring 0: %s", route.name, exc)
         return {"score": 0.0, "acc": False, "pred": None}
+
+
+def _route_options(
+    route: Route, compat: Compat, sandbox_fusion_url: Any, memory_limit_mb: Any
+) -> dict[str, Any]:
+    options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
+    if route.name == "code" and memory_limit_mb:
+        options["memory_mb"] = int(memory_limit_mb)
+    if route.name == "code" and sandbox_fusion_url:
+        options["sandbox_fusion_url"] = sandbox_fusion_url
+    return options
+
+
+def _shaped(result: dict[str, Any], full_output: bool, as_float: bool) -> Any:
+    if as_float:
+        return float(result["score"])
+    if full_output:
+        return VerlScore(result)
+    return VerlScore({"score": result["score"], "acc": result.get("acc", False), "pred": result.get("pred")})
 
 
 def _default_compute_score(
@@ -95,6 +125,9 @@ def _default_compute_score(
     0 with a logged warning (``on_failure="zero"``, as verl's math_verify does on a timeout) or
     raises (``"raise"``); so does a sample on which a scorer raises. A sample whose label is None
     scores 0.0, as verl's scorers do, with a warning (or raises with ``on_failure="raise"``).
+    A MATH answer that needs no LaTeX parser (the label's text, plain numbers, fractions, units,
+    mixed numbers, short and without a power tower) is decided in the calling process with the
+    same checks the pool runs; the pool starts in the background on the first call that may need it.
 
     Returns a :class:`VerlScore` ``{"score", "acc", "pred"}`` (every route the same keys, so verl's
     managers can collect them across data sources); ``as_float=True`` returns the score alone (a
@@ -110,32 +143,23 @@ def _default_compute_score(
         raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
     route = find_route(data_source)
     if ground_truth is None:
-        result = _missing_label(data_source, on_failure)
-    else:
-        options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
-        if route.name == "code" and memory_limit_mb:
-            options["memory_mb"] = int(memory_limit_mb)
-        if route.name == "code" and sandbox_fusion_url:
-            options["sandbox_fusion_url"] = sandbox_fusion_url
-        try:
-            if route.runs_on_pool(compat):
-                result = _score_on_pool(
-                    route, solution_str, ground_truth, extra_info, options, timeout, on_failure
-                )
-            else:
-                result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
-        except Exception as exc:
-            # in verl an exception here ends the training step: a sample the scorer cannot handle
-            # scores 0, loudly, unless the caller asked to see it
-            if on_failure == "raise":
-                raise
-            logger.warning("judger: %s scorer failed, scoring 0: %s: %s", route.name, type(exc).__name__, exc)
-            result = {"score": 0.0, "acc": False, "pred": None}
-    if as_float:
-        return float(result["score"])
-    if full_output:
-        return VerlScore(result)
-    return VerlScore({"score": result["score"], "acc": result.get("acc", False), "pred": result.get("pred")})
+        return _shaped(_missing_label(data_source, on_failure), full_output, as_float)
+    options = _route_options(route, compat, sandbox_fusion_url, memory_limit_mb)
+    try:
+        if route.runs_on_pool(compat):
+            result = _score_on_pool(
+                route, solution_str, ground_truth, extra_info, options, timeout, on_failure
+            )
+        else:
+            result = route.compute_score()(solution_str, ground_truth, extra_info, **options)
+    except Exception as exc:
+        # in verl an exception here ends the training step: a sample the scorer cannot handle
+        # scores 0, loudly, unless the caller asked to see it
+        if on_failure == "raise":
+            raise
+        logger.warning("judger: %s scorer failed, scoring 0: %s: %s", route.name, type(exc).__name__, exc)
+        result = {"score": 0.0, "acc": False, "pred": None}
+    return _shaped(result, full_output, as_float)
 
 
 def _default_compute_score_batch(

@@ -25,11 +25,12 @@ from judger.runtime.procpool.worker import READY, worker_main
 STARTUP_TIMEOUT = 120.0
 """A worker that has not finished importing its preload modules by then is killed."""
 MAX_START_FAILURES = 3
+"""Workers dying this many times in a row before becoming ready fail the waiting calls (and stop
+the pool's start until a call asks again)."""
 _CHUNK_MAX = 64
 """Most calls handed to a worker in one message. Each call still has its own deadline, from the
 moment the worker's reply to the call before it arrives, and a call that overruns fails alone: the
 worker is killed and the calls queued behind it go back to the front of the queue."""
-"""Workers dying this many times in a row before becoming ready fail the waiting calls."""
 
 
 class _Batch:
@@ -282,11 +283,16 @@ class _PoolCore:
         self.start_failures += 1
         if self.start_failures < MAX_START_FAILURES or any(w.ready for w in self.workers):
             return
-        # every start fails (a preload module that crashes, no memory): answer the waiting calls
+        # every start fails (a preload module that crashes, no memory): answer the waiting calls,
+        # and stop the starts under way and the warming up until a call asks again, or each
+        # failed start would be followed by another for ever
         self.start_failures = 0
         with self.lock:
+            self.warm = False
             pending = list(self.queue)
             self.queue.clear()
+        for other in [w for w in self.workers if not w.ready]:
+            self._replace(other)
         error = WorkerCrashedError(
             f"process pool {self.name!r}: worker processes fail to start "
             f"({MAX_START_FAILURES} in a row, last: {why})"

@@ -121,6 +121,11 @@ class ProcessPool:
         return self._core.closed
 
     @property
+    def started(self) -> bool:
+        """Workers asked for, by :meth:`start` or a call (they may still be starting up)."""
+        return self._core.thread is not None
+
+    @property
     def owner_pid(self) -> int:
         return self._core.owner_pid
 

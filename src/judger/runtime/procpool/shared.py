@@ -19,9 +19,13 @@ _shared_options: dict[str, Any] = {}
 _shared_lock = threading.Lock()
 
 
+_PRELOAD = ("judger.runtime.procpool.worker", "math_verify", "judger.scorers.math.warmup")
+"""Imported once in the fork server instead of once per worker: Math-Verify's import, then the first
+use of its parser (the scorers' warm-up module), are the slowest part of a worker's start."""
+
+
 def _default_preload() -> list[str]:
-    # math_verify is slow to import: once in the fork server instead of once per worker
-    return [m for m in ("judger.runtime.procpool.worker", "math_verify") if importlib.util.find_spec(m)]
+    return [m for m in _PRELOAD if importlib.util.find_spec(m)]
 
 
 def shared_pool() -> ProcessPool:

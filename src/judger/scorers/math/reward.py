@@ -21,10 +21,12 @@ Both return ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Literal
 
 from judger.scorers.labels import missing_label
 from judger.scorers.math import forms_verdict
+from judger.scorers.math.approx import has_tower
 from judger.scorers.math.boxed import (
     BOXED,
     clean_answer,
@@ -96,7 +98,21 @@ def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     numeric equivalence. ``ordered``: the prompt asks for an order, so a bare comma list is
     compared position by position (:mod:`~judger.scorers.math.order`).
     """
+    sides = parser_free_verdict(answer, ground_truth, ordered)
+    if isinstance(sides, bool):
+        return sides
+    answer, gold = sides
+    return equivalent(answer, gold) or forms_verdict.after(answer, gold)
 
+
+def parser_free_verdict(answer: str, ground_truth: Any, ordered: bool = False) -> bool | tuple[str, str]:
+    """:func:`grade_answer` up to the LaTeX parser: its verdict where the forms and plain numbers
+    decide, else the two sides (rewritten by the forms) that Math-Verify compares.
+
+    With ``ordered=False`` nothing here parses LaTeX, and on bounded text without a power tower
+    (which :func:`quick_result` screens out) nothing here can run long: verl's per-sample path runs
+    it in the calling process. A check that parses or evaluates belongs after it.
+    """
     gold = ground_truth_text(ground_truth)
     if answer == gold:
         return True
@@ -124,7 +140,7 @@ def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
     verdict = forms_verdict.plain_verdict(answer, gold)
     if verdict is not None:
         return verdict
-    return equivalent(answer, gold) or forms_verdict.after(answer, gold)
+    return answer, gold
 
 
 def compute_score(
@@ -179,13 +195,18 @@ def extract(solution_str: Any) -> tuple[str | None, tuple[str, ...] | None]:
 
 
 _CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
+INLINE_MAX_CHARS = 100
+"""Longest answer or label :func:`quick_result` grades itself; longer ones go to the full grader."""
 
 
 def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None:
-    """The default mode's result for an extracted answer where no grading policy could differ,
-    decided without a parser (so without a process hop): no answer, the label's own text, or two
-    different integers in canonical form (a run of boxes ending in one is never read as another
-    integer). None: grade it in full."""
+    """The default mode's result for an extracted answer where no LaTeX parser is needed, decided in
+    the calling process with the full grader's own checks (:func:`parser_free_verdict`): no answer,
+    the label's own text, two different integers in canonical form, and on short text without a
+    power tower the forms and plain numbers (``\\dfrac{1}{9}``, ``48^\\circ``, ``12\\frac{3}{5}``,
+    ``\\$6``). None: grade it in full (on the process pool, under its deadline). A run of boxes
+    ending the response may still be a list: the caller trusts a False here only without one.
+    """
     if not answer:
         return _result(False, answer or None)
     gold = str(ground_truth).strip()
@@ -193,4 +214,16 @@ def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None
         return _result(True, answer)
     if _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
         return _result(False, answer)
-    return None
+    if len(answer) > INLINE_MAX_CHARS or len(gold) > INLINE_MAX_CHARS:
+        return None
+    verdict = _inline_verdict(answer, gold)
+    return None if verdict is None else _result(verdict, answer)
+
+
+@lru_cache(maxsize=4096)
+def _inline_verdict(answer: str, gold: str) -> bool | None:
+    # memoised: a group of responses to one prompt repeats its answers; both sides are short text
+    if has_tower(answer) or has_tower(gold):
+        return None  # evaluating a tower can take unbounded time: the pool's deadline covers it
+    verdict = parser_free_verdict(answer, gold)
+    return verdict if isinstance(verdict, bool) else None
