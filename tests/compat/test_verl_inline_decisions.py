@@ -12,6 +12,8 @@ from judger.compat.verl import compute_score as module
 from judger.compat.verl import default_compute_score
 from judger.scorers.math import reward
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 DATA = Path(__file__).resolve().parents[2] / "src" / "judger" / "data" / "math_rollouts_dev.jsonl"
 
 
