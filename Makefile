@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine (both create and reuse .venv):
 #   make example   score the bundled example rollouts with `judger score`
-#   make test      run the whole test suite (what CI runs), then the client tier
+#   make test      the whole suite, then the Python 3.10, client, browser and serving tiers (what CI
+#                  runs); each tier's time and the total at the end
 #   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
 #   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
 PYTHON ?= python3
@@ -93,7 +94,8 @@ $(STAMP310): pyproject.toml
 #   mathruler, pylatexenc), a package whose newest releases need 3.11 so that 3.10 resolves older
 #   ones (numpy, pyarrow), a backport, or judger's parsing, loading and interpreter-branching modules;
 #   (c) branches on sys.version_info, or runs `judger` on bundled data or a preset; plus the HTTP
-#   server's request parsing and guard (FastAPI and Starlette also resolve older releases on 3.10).
+#   server's request parsing and guard (FastAPI and Starlette also resolve older releases on 3.10)
+#   and a few cheap neighbours of those files (report, output, replay buffer, cascade).
 # - clients_env marks every test file that reaches LaTeX parsing (verl's hydra-core pins
 #   antlr4-python3-runtime 4.9.3 under latex2sympy: MATH grading), judger's verl and TRL compat
 #   modules, or a tokenizer, torch, omegaconf, hydra, transformers or the trainers' own packages
