@@ -71,7 +71,7 @@ test:
 test-main: $(STAMP)
 	@$(call timed,suite,main suite,$(BIN)/pytest -q)
 
-# requires-python is >=3.10: the fast suite runs on 3.10 too, in its own venv
+# requires-python is >=3.10: the py310 tests (see test-py310) run on 3.10 too, in their own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
 	"$$p" -c pass 2>/dev/null && echo "$$p" && break; done)
 VENV310 := .venv310
