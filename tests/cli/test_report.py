@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from judger import RolloutState, Status
 from judger.cli.report import examples, render_examples, render_summary, shorten, summarize
+
+pytestmark = pytest.mark.py310
 
 
 def _state(source: str, group: str, acc: bool | None, response: str = "r") -> RolloutState:

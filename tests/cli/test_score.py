@@ -11,6 +11,8 @@ import pytest
 
 from judger.cli.main import main
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 CONFIG_WITH_FAILURES = """
 import asyncio
 import time

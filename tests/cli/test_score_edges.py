@@ -14,6 +14,8 @@ from judger.cli import score as score_cli
 from judger.cli.main import main
 from judger.cli.report import render_summary
 
+pytestmark = pytest.mark.py310
+
 # a handler that, on the row answering "probe", records what the output's temporary file holds
 CONFIG_PROBE = """
 from pathlib import Path

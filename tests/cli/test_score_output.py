@@ -9,6 +9,8 @@ import pytest
 
 from judger.cli.main import main
 
+pytestmark = pytest.mark.py310
+
 # a reward field that cannot be written: the output fails after some rows were already written
 UNWRITABLE_CONFIG = """
 from judger import JudgerConfig

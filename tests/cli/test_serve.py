@@ -17,6 +17,8 @@ import pytest
 from judger.cli.main import main
 from judger.testing.servers import free_port
 
+pytestmark = pytest.mark.py310
+
 CONFIG = """
 import asyncio
 from judger import JudgerConfig

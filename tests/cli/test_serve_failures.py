@@ -12,9 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from judger import NativeJudger, RolloutState, Status
 from judger.testing.servers import free_port
+
+pytestmark = pytest.mark.py310
 
 CONFIG = """
 import time

@@ -11,6 +11,8 @@ import pytest
 from judger import JudgerConfig
 from judger.cli.loading import load_preset, load_target, parse_overrides
 
+pytestmark = pytest.mark.py310
+
 CONFIG_FILE = """
 from judger import JudgerConfig
 

@@ -23,6 +23,8 @@ from judger.cli.view_app import create_app
 from judger.cli.view_index import RolloutIndex
 from judger.trainer.io import example_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 MATH = example_data("math_rollouts_dev.jsonl")
 # timings and the input path are not figures of the rollouts
 LOCAL = "http://127.0.0.1:8000"

@@ -16,6 +16,8 @@ from judger.compat.verl.reward_managers import RewardBatch
 
 ALL_KEYS = {"reward_extra_keys": None}  # every key the scorer returns, as the torch-free managers kept
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kw: Any):
     # different return shapes and keys per sample, as real scorers mix them

@@ -13,6 +13,8 @@ import pytest
 from judger import JudgerConfig
 from judger.compat.trl import AsyncJudgerReward, JudgerReward, completion_text, judger_reward
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 class Log:
     def __init__(self) -> None:

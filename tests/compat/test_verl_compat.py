@@ -26,6 +26,8 @@ from judger.compat.verl import (
 from judger.core.errors import JudgeTimeoutError
 from judger.presets.base import ScorerJudger
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 APPS_TESTS = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 PLUS_ONE = "```python\nprint(int(input()) + 1)\n```"
 

@@ -12,6 +12,8 @@ from judger.compat.verl.default_options import DefaultOptions
 from judger.compat.verl.managers import NaiveRewardManager
 from judger.presets import CodeJudgerConfig
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def test_options_reach_the_routes() -> None:
     options = DefaultOptions.parse(

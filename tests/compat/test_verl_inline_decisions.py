@@ -14,6 +14,8 @@ from judger.compat.verl import default_compute_score
 from judger.runtime.procpool import shared
 from judger.scorers.math import reward
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "src" / "judger" / "data" / "math_rollouts_dev.jsonl"
 CASES = [

@@ -18,6 +18,8 @@ from judger import JudgerConfig
 from judger.compat.verl import VerlScore, default_compute_score, default_compute_score_batch, managers
 from judger.compat.verl.routes import ROUTES, VERL_DATA_SOURCES, find_route
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def load_like_verl(path: str, name: str) -> Any:
     """verl.utils.import_utils.load_module for a file path: a module NOT registered in sys.modules."""

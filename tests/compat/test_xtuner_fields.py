@@ -16,6 +16,8 @@ from judger.remote.resources import (
 )
 from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 GIB = 1024**3
 
 

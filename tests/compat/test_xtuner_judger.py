@@ -27,6 +27,8 @@ from judger.remote.resources import (  # judger: was xtuner.v1.rl.utils
 )
 from judger import RolloutState  # judger: was xtuner.v1.data_proto.rl_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 provide_gsm8k_rollouts()  # judger: the one added line: GSM8K rows in XTuner's layout, from bundled data
 MODEL_PATH = os.environ.get("ROLLOUT_MODEL_PATH")
 DATA_PATH = os.environ.get("ROLLOUT_DATA_PATH")

@@ -9,6 +9,8 @@ import pytest
 from judger import RolloutState
 from judger.presets import DapoMathJudgerConfig, GEO3KJudgerConfig, GSM8KJudgerConfig, MathJudgerConfig
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def state(response: str, label: str = "72", **kw: Any) -> RolloutState:
     return RolloutState(message=[], response=response, reward_model={"ground_truth": label}, **kw)

@@ -8,6 +8,8 @@ import pytest
 
 from judger.core.batching import MicroBatcher, dedup
 
+pytestmark = pytest.mark.py310
+
 
 def test_dedup_keeps_first_of_each_key_and_maps_every_item() -> None:
     items = ["a", "b", "a", "c", "b", "x"]

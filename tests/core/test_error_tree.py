@@ -11,6 +11,8 @@ import pytest
 import judger
 from judger.core import errors
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 # modules that need an optional dependency this environment may lack are skipped, not failed
 _OPTIONAL = ("ray", "fastapi", "pyarrow", "math_verify", "torch", "trl", "verl", "uvicorn")
 

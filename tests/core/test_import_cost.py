@@ -19,6 +19,10 @@ import json, sys
 print(json.dumps(sorted(sys.modules)))
 """
 
+import pytest
+
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _loaded(body: str, *args: str) -> set[str]:
     code = PROBE.format(body=body)

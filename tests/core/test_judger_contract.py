@@ -17,6 +17,8 @@ from judger import (
     Status,
 )
 
+pytestmark = pytest.mark.py310
+
 
 class ToolJudger(Judger):
     """The seed's example, verbatim in behaviour: it cannot take lists."""

@@ -17,6 +17,8 @@ from judger.remote.ray_judger import RayJudger
 from judger.verifiers.cascade import CascadeJudger
 from judger.verifiers.llm import LLMJudger
 
+pytestmark = pytest.mark.py310
+
 
 @pytest.mark.parametrize(
     "cls", [NativeJudger, ComposedJudger, ScorerJudger, RayJudger, LLMJudger, CascadeJudger]

@@ -5,6 +5,8 @@ from pydantic import ValidationError
 
 from judger import RolloutState, Status
 
+pytestmark = pytest.mark.py310
+
 
 def test_status_has_the_seven_xtuner_values() -> None:
     assert {s.value for s in Status} == {

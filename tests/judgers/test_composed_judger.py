@@ -19,6 +19,8 @@ from judger import (
 )
 from judger.judgers.composed import RoutingError
 
+pytestmark = pytest.mark.py310
+
 
 def correctness(response: str, label: Any, extra_info: dict) -> dict:
     return {"score": float(response.strip() == str(label)), "acc": response.strip() == str(label)}

@@ -16,6 +16,8 @@ from judger import (
     build_judger,
 )
 
+pytestmark = pytest.mark.py310
+
 
 def test_judger_config_defaults_match_xtuner() -> None:
     cfg = JudgerConfig(judger_name="j", reward_handler="judger.testing.handlers:exact_match")

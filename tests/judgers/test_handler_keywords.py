@@ -8,6 +8,8 @@ import pytest
 
 from judger import JudgerConfig, NativeJudger, RolloutState, Status
 
+pytestmark = pytest.mark.py310
+
 
 def state(response: str, label: str = "42", **kw: Any) -> RolloutState:
     return RolloutState(message=[], response=response, reward_model={"ground_truth": label}, **kw)

@@ -10,6 +10,8 @@ import pytest
 from judger import JudgerConfig, NativeJudger, RolloutState, Status, batch_handler
 from judger.testing.handlers import exact_match
 
+pytestmark = pytest.mark.py310
+
 
 def state(response: str, label: Any = "1", **kw: Any) -> RolloutState:
     return RolloutState(response=response, reward_model={"ground_truth": label}, **kw)

@@ -13,6 +13,8 @@ import pytest
 from judger import JudgerConfig, NativeJudger, RolloutState, Status
 from judger.testing.handlers import exact_match
 
+pytestmark = pytest.mark.py310
+
 
 def state(response: str, sleep: float = 0.0) -> RolloutState:
     return RolloutState(

@@ -17,6 +17,8 @@ import pytest
 
 from judger import NativeJudger, RolloutState, Status
 
+pytestmark = pytest.mark.py310
+
 
 def state(response: str) -> RolloutState:
     return RolloutState(response=response, reward_model={"ground_truth": "1"})

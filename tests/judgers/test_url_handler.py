@@ -18,6 +18,8 @@ fastapi = pytest.importorskip("fastapi")
 from fastapi import FastAPI, Request  # noqa: E402  (after the importorskip guard)
 from fastapi.responses import JSONResponse, PlainTextResponse  # noqa: E402
 
+pytestmark = pytest.mark.py310
+
 
 def make_app() -> Any:
     # FastAPI resolves annotations from module globals, so Request must be imported at module level

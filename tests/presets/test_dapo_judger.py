@@ -14,6 +14,8 @@ from judger import RolloutState
 from judger.scorers.math import dapo
 from judger.scorers.math.dapo import normalize_final_answer
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 @pytest.mark.parametrize(
     ("raw", "normalised"),

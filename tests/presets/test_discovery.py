@@ -12,6 +12,8 @@ import judger
 import judger.presets as presets
 from judger import JudgerConfig
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def test_every_preset_module_class_is_found() -> None:
     assert presets.__all__ == [

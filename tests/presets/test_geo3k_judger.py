@@ -14,6 +14,8 @@ import judger
 from judger import RolloutState
 from judger.scorers.math import geo3k
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 VERL_FORMAT = re.compile(r"<think>.*</think>.*\\boxed\{.*\}.*", re.DOTALL)
 
 

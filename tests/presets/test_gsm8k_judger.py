@@ -17,6 +17,8 @@ from judger import ComposedJudgerConfig, GSM8KJudgerConfig, RolloutState, Status
 from judger.core.errors import NoResponseError
 from judger.scorers.math.gsm8k import canonical_number, compute_score, make_batch_scorer
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 GOLDEN = [json.loads(line) for line in (Path(__file__).parent / "data" / "gsm8k_verl_golden.jsonl").open()]
 
 

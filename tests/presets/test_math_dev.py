@@ -16,6 +16,8 @@ from judger import RolloutState
 from judger.presets.math import MathJudgerConfig
 from judger.trainer.io import example_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 DEV = example_data("math_rollouts_dev.jsonl")
 REVIEWED = Path(__file__).parent / "data" / "math_dev_reviewed.jsonl"
 

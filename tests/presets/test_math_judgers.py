@@ -13,6 +13,8 @@ from judger.presets.math import MathJudger, MathJudgerConfig
 from judger.presets.math_verify import MathVerifyJudgerConfig
 from judger.runtime.procpool.shared import shared_pool
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 HOSTILE = {
     "power tower": "\\boxed{9^{9^{9^9}}}",
     "huge factorial": "\\boxed{99999999!}",

@@ -25,6 +25,8 @@ from judger.presets import (
     QAExactMatchJudgerConfig,
 )
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 PRESETS: dict[str, Callable[[], Any]] = {
     "gsm8k": GSM8KJudgerConfig,
     "qa": QAExactMatchJudgerConfig,

@@ -12,6 +12,8 @@ import pytest
 from judger import QAExactMatchJudgerConfig, RolloutState, Status
 from judger.scorers.qa import compute_score, extract_solution, normalize_answer
 
+pytestmark = pytest.mark.py310
+
 GOLDEN = [json.loads(line) for line in (Path(__file__).parent / "data" / "qa_verl_golden.jsonl").open()]
 
 

@@ -10,6 +10,8 @@ import pytest
 from judger import GSM8KJudgerConfig, MathJudgerConfig, QAExactMatchJudgerConfig, RolloutState
 from judger.trainer.io import example_data, read_rollouts
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _verl_group(states: list[RolloutState], samples: int) -> list[RolloutState]:
     """Each state repeated ``samples`` times, as verl hands GRPO groups: same answer, own extra_info."""

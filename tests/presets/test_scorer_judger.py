@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from judger import RolloutState, Status
 from judger.presets.base import ScorerJudger
+
+pytestmark = pytest.mark.py310
 
 CALLS: list[Any] = []
 

@@ -22,6 +22,7 @@ from .hostile_programs import CATALOGUE, HONEST_ASSERT, HONEST_STDIN, Hostile
 pytestmark = [
     pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}"),
     pytest.mark.slow,
+    pytest.mark.py310,
 ]
 
 

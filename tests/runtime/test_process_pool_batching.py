@@ -6,10 +6,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from judger import RolloutState, Status
 from judger.presets.base import ScorerJudger
 from judger.runtime.procpool.pool import ProcessPool
 from judger.scorers.qa import compute_score
+
+pytestmark = pytest.mark.py310
 
 
 class CountingPool:

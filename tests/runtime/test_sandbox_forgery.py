@@ -25,7 +25,10 @@ from judger.runtime.sandbox.runner import _HEADER_SLACK, _Sandbox
 from judger.scorers.code import same_stdout
 from judger.testing.processes import sandbox_processes_after
 
-pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}")
+pytestmark = [
+    pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}"),
+    pytest.mark.py310,
+]
 
 
 def fenced(code: str) -> str:

@@ -9,7 +9,10 @@ from judger.runtime.sandbox import bwrap
 from judger.testing import serve_asgi
 from judger.testing.fake_sandbox_fusion import FakeSandboxFusion
 
-pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason="the fake runs programs under bubblewrap")
+pytestmark = [
+    pytest.mark.skipif(bool(bwrap.probe()), reason="the fake runs programs under bubblewrap"),
+    pytest.mark.py310,
+]
 
 ADD = {"inputs": ["1 2", "3 4"], "outputs": ["3", "7"]}
 CALL = {"inputs": [[1, 2], [3, 4]], "outputs": [3, 7], "fn_name": "add"}

@@ -11,6 +11,8 @@ import pytest
 from judger.runtime.sandbox.runner import SandboxLimits
 from judger.scorers.code import score_async
 
+pytestmark = pytest.mark.py310
+
 UNSAFE = SandboxLimits(wall_s=3.0, cpu_s=3.0, memory_mb=512, isolation="none-unsafe")
 
 

@@ -16,6 +16,8 @@ import pytest
 from judger.scorers.math import reward as math_reward
 from judger.scorers.math.reward import grade_answer
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 # (answer, label, equal?)
 CASES = [
     # order

@@ -13,6 +13,8 @@ from judger.scorers.math import verify as math_verify_reward
 from judger.scorers.math.boxed import last_boxed, last_boxed_only_string_verl
 from judger.scorers.math.strip import is_equiv_verl, strip_string
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def boxed(answer: str) -> str:
     return f"Some reasoning. The final answer is $\\boxed{{{answer}}}$."

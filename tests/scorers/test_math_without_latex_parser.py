@@ -20,6 +20,8 @@ from judger.scorers.math import grade
 from judger.scorers.math.reward import compute_score
 from judger.trainer.io import example_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _broken(*args: object, **kwargs: object) -> object:
     raise AttributeError("'AtomContext' object has no attribute 'FUNC_GAMMA'")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judger.scorers.qa import compute_score, extract_solution
+
+pytestmark = pytest.mark.py310
 
 VERL_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 

@@ -16,6 +16,8 @@ import pytest
 
 from judger.testing.servers import free_port
 
+pytestmark = pytest.mark.py310
+
 # The prober runs in its own process so that building attack bodies here cannot delay it.
 PROBE = r"""
 import json, socket, sys, time

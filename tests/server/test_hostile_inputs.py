@@ -21,6 +21,8 @@ from judger.server.body import BodyLimits
 from judger.server.metrics import MAX_LABEL_VALUES, ServerMetrics
 from judger.testing import serve_asgi
 
+pytestmark = pytest.mark.py310
+
 
 def exact(response: str | None, label: Any, extra_info: dict[str, Any]) -> dict[str, Any]:
     return {"score": float((response or "") == str(label))}

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from judger import GSM8KJudgerConfig
 from judger.presets.inline import InlineScorerJudger
 from judger.server.app import create_app
 from judger.testing import serve_asgi
+
+pytestmark = pytest.mark.py310
 
 LIGHT = ("reward", "status", "error_msg")
 

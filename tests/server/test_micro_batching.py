@@ -7,12 +7,15 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from judger import RolloutState
 from judger.presets import GSM8KJudgerConfig
 from judger.presets.inline import InlineScorerJudger
 from judger.server.app import create_app
 from judger.testing import serve_asgi
+
+pytestmark = pytest.mark.py310
 
 
 class CountingGSM8K(InlineScorerJudger):

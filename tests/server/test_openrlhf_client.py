@@ -25,6 +25,8 @@ from judger.server.app import create_app
 from judger.testing import serve_asgi
 from judger.testing.servers import free_port
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _openrlhf() -> ModuleType:
     path = Path(__file__).with_name("openrlhf_client.py")

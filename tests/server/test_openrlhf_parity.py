@@ -9,6 +9,10 @@ import ast
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.py310
+
 CLIENT = Path(__file__).with_name("openrlhf_client.py")
 
 

@@ -19,6 +19,8 @@ from judger.presets import DapoMathJudgerConfig, GSM8KJudgerConfig
 from judger.server.app import create_app
 from judger.testing import serve_asgi
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def _openrlhf() -> ModuleType:
     path = Path(__file__).with_name("openrlhf_client.py")

@@ -22,6 +22,8 @@ from judger.server.app import create_app
 from judger.testing import serve_asgi
 from judger.testing.fake_openai import FakeOpenAI
 
+pytestmark = pytest.mark.py310
+
 GATE = threading.Event()
 
 

@@ -24,6 +24,8 @@ from judger.trainer.sample_params import SampleParams
 from judger.trainer.sampler import SamplerConfig
 from judger.trainer.training import prepare_train_data
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 POLICY = "/models/fake-policy"
 
 

@@ -10,6 +10,8 @@ import pytest
 from judger import RolloutState, Status
 from judger.trainer.io import InputError, example_data, read_rollouts, write_rollouts
 
+pytestmark = pytest.mark.py310
+
 
 def test_verl_rows_become_states(write_jsonl, row) -> None:
     many = row("x", "1", uid=None)

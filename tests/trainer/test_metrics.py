@@ -21,6 +21,8 @@ from judger.trainer.metrics import (
     process_validation_metrics,
 )
 
+pytestmark = pytest.mark.py310
+
 # --- the reference: verl's loop, one (uid, variable, k) at a time --------------------------------
 
 

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from judger.trainer.metrics import process_validation_metrics
+
+pytestmark = pytest.mark.py310
 
 
 def test_expected_acc_counts_fill_missing_sessions_with_zero() -> None:

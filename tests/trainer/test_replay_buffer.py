@@ -11,6 +11,8 @@ from judger.core.rollout import RolloutState, Status
 from judger.trainer.replay_buffer import ReplayBuffer, ReplayBufferConfig, read_sink
 from judger.trainer.training import prepare_train_data
 
+pytestmark = pytest.mark.py310
+
 
 def judged(gid: str, scores: list[float], status: Status = Status.COMPLETED) -> list[RolloutState]:
     return [

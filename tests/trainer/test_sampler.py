@@ -13,6 +13,8 @@ from judger.core.rollout import Status
 from judger.trainer.io import example_data, write_rollouts
 from judger.trainer.sampler import GSM8K_INSTRUCTION, SamplerConfig
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 def write(path: Path, rows: list[Any]) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))

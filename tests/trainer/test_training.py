@@ -12,6 +12,8 @@ from judger import RolloutState, Status
 from judger.trainer import prepare_train_data
 from judger.trainer.training import IGNORE_INDEX, grpo_advantages, rloo_advantages
 
+pytestmark = pytest.mark.py310
+
 
 def sample(score: Any = 1.0, **fields: Any) -> RolloutState:
     base: dict[str, Any] = {

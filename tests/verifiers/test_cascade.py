@@ -6,9 +6,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from judger import CompassVerifierV2Config, JudgerConfig, RolloutState, Status
 from judger.testing.fake_openai import FakeOpenAI
 from judger.verifiers import CascadeJudgerConfig
+
+pytestmark = pytest.mark.py310
 
 Fake = tuple[FakeOpenAI, str]
 

@@ -13,6 +13,8 @@ from judger.verifiers import (
     split_grading_prompt,
 )
 
+pytestmark = pytest.mark.py310
+
 
 @pytest.mark.parametrize(
     ("reply", "verdict"),

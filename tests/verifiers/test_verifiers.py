@@ -14,6 +14,8 @@ from judger.testing.fake_openai import FakeOpenAI
 from judger.testing.servers import free_port
 from judger.verifiers import ChatHosts, LLMJudgerConfig, normalize_host
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 Fake = tuple[FakeOpenAI, str]
 
 
