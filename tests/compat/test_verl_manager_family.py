@@ -11,6 +11,8 @@ import pytest
 
 from judger.compat.verl import managers, reward_managers
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 # every name a user could import a verl manager by, today or in an earlier release
 NAMES = ("NaiveRewardManager", "BatchRewardManager", "DAPORewardManager", "DapoRewardManager")
 MODULES = (

@@ -19,8 +19,6 @@ import json, sys
 print(json.dumps(sorted(sys.modules)))
 """
 
-import pytest
-
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 
 

@@ -13,6 +13,8 @@ from judger.cli.main import main
 from judger.compat.trl import judger_reward
 from judger.core.errors import ConfigError
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 
 @pytest.mark.parametrize(
     ("name", "expected"),

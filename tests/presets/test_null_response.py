@@ -18,6 +18,8 @@ from judger.presets.inline import InlineScorerJudger
 from judger.server.app import create_app
 from judger.testing import serve_asgi
 
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
 REASON = "NoResponseError: nothing to judge: the response is null"
 CONFIGS = [(name, {}) for name in presets.preset_names()] + [
     (name, {"compat": "verl"})

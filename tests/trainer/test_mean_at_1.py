@@ -12,6 +12,8 @@ import pytest
 from judger.trainer.mean_at_1 import mean_at_1
 from judger.trainer.metrics import process_validation_metrics
 
+pytestmark = pytest.mark.py310
+
 
 def _case(seed: int, n: int = 300) -> tuple[list[str], list[Any], dict[str, Any]]:
     rng = random.Random(seed)

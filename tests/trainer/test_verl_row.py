@@ -11,6 +11,8 @@ import pytest
 from judger.trainer.io import parse_row
 from judger.trainer.sampler import Sampler, SamplerConfig
 
+pytestmark = pytest.mark.py310
+
 
 def good(**kw: Any) -> dict[str, Any]:
     row = {
