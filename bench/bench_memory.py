@@ -1,4 +1,4 @@
-"""Peak memory of 100k judged GSM8K states against plain dicts from the same scorer (issue 12).
+"""Peak memory of 100k judged GSM8K states against plain dicts from the same scorer.
 
     PYTHONPATH=src .venv/bin/python bench/bench_memory.py [--rows 100000] [--repeat 1] [--before SRC]
 
@@ -102,7 +102,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gsm8k.jsonl"
         gsm8k_rows(args.rows, path)
-        print(f"### Peak memory, {args.rows:,} judged GSM8K rows (issue 12)\n")
+        print(f"### Peak memory, {args.rows:,} judged GSM8K rows\n")
         print(
             "| run | plain dicts: peak / RSS growth | RolloutStates: peak / RSS growth "
             "| ratio (peak) | ratio (RSS) | per state (peak) |"

@@ -1,4 +1,4 @@
-"""Process-pool hand-off per sample on trivial answers (issue 12): ProcessPool.map vs inline.
+"""Process-pool hand-off per sample on trivial answers: ProcessPool.map vs inline.
 
     PYTHONPATH=src .venv/bin/python bench/bench_procpool_handoff.py [--n 20000] [--repeat 5]
 
@@ -39,7 +39,7 @@ def main() -> None:
         assert not any(isinstance(r, BaseException) for r in out)
     pool.close()
     a, b = statistics.median(pooled) / args.n * 1e6, statistics.median(inline) / args.n * 1e6
-    print("### Process-pool hand-off (issue 12)\n")
+    print("### Process-pool hand-off\n")
     print("| path | us / sample | target |")
     print("|---|---:|---|")
     print(f"| ProcessPool.map, 2 workers, {args.n:,} trivial calls | {a:.1f} | <= 30 |")

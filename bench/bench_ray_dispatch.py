@@ -1,4 +1,4 @@
-"""Ray dispatch overhead (issue 12): a JudgerPool of 2 against a bare Ray actor call, and against local.
+"""Ray dispatch overhead: a JudgerPool of 2 against a bare Ray actor call, and against local.
 
     PYTHONPATH=src .venv/bin/python bench/bench_ray_dispatch.py [--repeat 5]
 
@@ -125,7 +125,7 @@ def main() -> None:
         ray.get([bare[0].run.remote(payloads[:half]), bare[1].run.remote(payloads[half:])])
 
     run_pool(256)
-    print("### Ray dispatch (issue 12)\n")
+    print("### Ray dispatch\n")
     print("| case | judger | floor | ratio | target |")
     print("|---|---:|---:|---:|---|")
     for n, target in ((64, "<= 2x"), (4096, "<= 1.5x")):

@@ -3,7 +3,7 @@
 Three paths in one run, each in a fresh interpreter, the same judger config otherwise:
 
 - ``old``: the sandbox of git ref ``--baseline-ref`` (default ``main``), taken with ``git archive``
-  (before issue 11, e.g. ``49893c4^1``: a Python-level guard, ``python -I child.py`` per sample);
+  (an older tree, e.g. ``49893c4^1``: a Python-level guard, ``python -I child.py`` per sample);
 - ``none-unsafe``: today's supervisor/worker harness without bubblewrap;
 - ``bwrap``: today's default, every sample in its own bubblewrap sandbox.
 

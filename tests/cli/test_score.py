@@ -276,7 +276,7 @@ def test_raising_judger_and_unwritable_output(
     assert code == 2 and "cannot write" in err and "mean@2" in out  # the summary is still shown
 
 
-# --- start-up and garbage collection (issue 12) ---------------------------------------------------
+# --- start-up and garbage collection ---------------------------------------------------
 
 
 def test_in_process_runs_leave_the_collector_as_they_found_it(

@@ -1,4 +1,4 @@
-"""`judger score -o`: never over its own input, and written atomically (issue 11, finding 13)."""
+"""`judger score -o`: never over its own input, and written atomically."""
 
 from __future__ import annotations
 

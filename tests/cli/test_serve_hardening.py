@@ -1,5 +1,5 @@
 """`judger serve` as a real process: token from a file (kept out of `ps`), the Host header check,
-Ctrl-C during start-up (issue 11, finding 13)."""
+Ctrl-C during start-up."""
 
 from __future__ import annotations
 

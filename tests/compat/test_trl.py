@@ -1,4 +1,4 @@
-"""Finding 8 (issue 10): judger.compat.trl, called with exactly the arguments TRL's GRPOTrainer passes
+"""judger.compat.trl, called with exactly the arguments TRL's GRPOTrainer passes
 (tests/clients runs it inside a real GRPOTrainer)."""
 
 from __future__ import annotations

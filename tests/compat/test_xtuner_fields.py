@@ -1,4 +1,4 @@
-"""Finding 13: XTuner's resource-manager functions, config fields and RolloutState fields."""
+"""XTuner's resource-manager functions, config fields and RolloutState fields."""
 
 from __future__ import annotations
 

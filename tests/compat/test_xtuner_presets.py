@@ -1,4 +1,4 @@
-"""Finding 12: preset configs honour XTuner's options (extra_info, reward_handler) or refuse them."""
+"""Preset configs honour XTuner's options (extra_info, reward_handler) or refuse them."""
 
 from __future__ import annotations
 

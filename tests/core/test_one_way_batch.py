@@ -1,4 +1,4 @@
-"""Issue 9 item 2: one batch method. Built-ins implement ``_judge_batch``; the base class wraps it
+"""One batch method. Built-ins implement ``_judge_batch``; the base class wraps it
 with dedup, validation and the on_error policy; ``judge_payload`` is derived, never overridden by a
 built-in, so no call goes ``judge_payload(list) -> run_payloads -> overridden run_payloads``."""
 

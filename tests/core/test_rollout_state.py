@@ -101,7 +101,7 @@ def test_token_sequences_reject_the_usual_mix_ups(field: str, value: object, tex
     assert field in str(info.value) and text in str(info.value)
 
 
-# --- from_checked: trusted construction without a second validation (issue 12) -------------------
+# --- from_checked: trusted construction without a second validation -------------------
 
 
 def _checked_values() -> dict[str, object]:

@@ -230,7 +230,7 @@ def test_weighted_sum_rejects_bad_weights_and_missing_scores() -> None:
         weighted_sum(RolloutState(data_source={"a": 1}), {"a": {"acc": True}})
 
 
-# --- merge_fn in the seed's list form (finding 13) ----------------------------------------------
+# --- merge_fn in the seed's list form ----------------------------------------------
 
 
 def list_merge(original, judged):  # unannotated, as XTuner users write it
@@ -314,7 +314,7 @@ async def test_nested_list_form_merges_inside_a_list_form_batch() -> None:
 
 
 async def test_batch_judge_hands_single_branch_groups_to_the_branch_fast_path() -> None:
-    # issue 12: a default-routing ComposedJudger (what `judger score` builds) took the generic
+    # a default-routing ComposedJudger (what `judger score` builds) took the generic
     # per-payload path; each branch's group now goes through that branch's own batch_judge
     from judger import GSM8KJudgerConfig, QAExactMatchJudgerConfig
     from judger.trainer.io import example_data, read_rollouts

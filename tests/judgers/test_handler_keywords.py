@@ -1,4 +1,4 @@
-"""Finding 11: handlers are called by keyword, as XTuner and verl call them."""
+"""Handlers are called by keyword, as XTuner and verl call them."""
 
 from __future__ import annotations
 

@@ -269,7 +269,7 @@ def test_usable_from_plain_sync_code_across_event_loops() -> None:
 
 
 async def test_a_hung_sample_fails_only_itself_when_calls_share_one_thread() -> None:
-    # issue 12: a Ray actor with half a CPU has one thread and runs several chunks at once. The
+    # a Ray actor with half a CPU has one thread and runs several chunks at once. The
     # chunk queued behind the hung call used to start its deadline while queued and failed its
     # first (innocent) sample; the deadline now starts when a thread picks the sample up.
     release = threading.Event()

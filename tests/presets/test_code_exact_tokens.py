@@ -1,5 +1,5 @@
 """Stdin/stdout comparison: tolerance only where the expected token is a decimal number; an integer
-answer is compared exactly (issue 27, item 4), as LiveCodeBench's checker compares them (as exact
+answer is compared exactly, as LiveCodeBench's checker compares them (as exact
 decimals), unlike APPS / verl ``prime_code``'s ``np.allclose`` fallback, which takes ``1e9`` for
 ``1000000006``."""
 

@@ -147,7 +147,7 @@ def test_every_sample_scored_or_failed_alone(preset: str, loop: asyncio.Abstract
 def test_unkeyable_sample_fails_only_itself(
     preset: str, bad: dict[str, Any], loop: asyncio.AbstractEventLoop
 ) -> None:
-    """Finding 10 of issue 11: these raised from the dedup key and failed the whole batch."""
+    """These raised from the dedup key and failed the whole batch."""
     judger = PRESETS[preset](timeout=20).build()
     try:
         fields: dict[str, Any] = {
@@ -167,7 +167,7 @@ def test_unkeyable_sample_fails_only_itself(
 
 
 def test_geo3k_fails_a_missing_label(loop: asyncio.AbstractEventLoop) -> None:
-    """Issue 11 finding 13: GEO3K scored a None label 0.0 where the other math presets fail it."""
+    """GEO3K scored a None label 0.0 where the other math presets fail it."""
     judger = GEO3KJudgerConfig(timeout=20).build()
     try:
         missing, good = loop.run_until_complete(
@@ -184,7 +184,7 @@ def test_geo3k_fails_a_missing_label(loop: asyncio.AbstractEventLoop) -> None:
     [(42, 1.0), (42.0, None), (["42"], "must be a string"), (None, "ground truth is None")],
 )
 def test_dapo_label_types(label: Any, expected: Any, loop: asyncio.AbstractEventLoop) -> None:
-    """Issue 11 finding 13: DAPO failed a non-string label with a raw AttributeError."""
+    """DAPO failed a non-string label with a raw AttributeError."""
     judger = DapoMathJudgerConfig(timeout=20).build()
     try:
         state = loop.run_until_complete(

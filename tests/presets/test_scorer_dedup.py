@@ -1,4 +1,4 @@
-"""Issue 12: dedup keys hold only what the scorer reads. verl rows carry ``extra_info`` (index,
+"""Dedup keys hold only what the scorer reads. verl rows carry ``extra_info`` (index,
 sample number) that no math scorer reads; it used to be part of the key, so no two rows matched."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def faulty_pool(tmp_path: Path, n_workers: int, **fields: Any) -> tuple[JudgerPo
 
 
 async def test_actor_killed_mid_batch_every_sample_scored_once(tmp_path: Path, ray_cluster: Any) -> None:
-    # small chunks (the dispatcher's defaults before issue 12), so that the batch outlasts the
+    # small chunks (the dispatcher's old defaults), so that the batch outlasts the
     # killed actor's restart and the restarted actor takes part of it
     pool, _ = faulty_pool(
         tmp_path, 2, fault="kill", fault_ids=[613], once=True, delay=0.001, chunk_size=64, max_in_flight=128

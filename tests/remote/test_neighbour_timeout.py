@@ -1,4 +1,4 @@
-"""Issue 12: a sample that overruns its deadline on Ray fails alone, never a neighbour."""
+"""A sample that overruns its deadline on Ray fails alone, never a neighbour."""
 
 from __future__ import annotations
 

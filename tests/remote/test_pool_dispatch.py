@@ -130,7 +130,7 @@ async def _calls(pool: JudgerPool) -> int:
 
 
 async def test_few_large_calls_and_concurrent_judge_calls_travel_together(ray_cluster: Any) -> None:
-    # issue 12: 64 payloads on 2 replicas were about 21 Ray calls (chunks sized from 4 senders);
+    # 64 payloads on 2 replicas were about 21 Ray calls (chunks sized from 4 senders);
     # 200 concurrent judge() calls were 200 calls
     pool = JudgerPool([sleep_replica(0.0, 0), sleep_replica(0.0, 1)])
     try:

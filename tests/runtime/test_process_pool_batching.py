@@ -1,4 +1,4 @@
-"""Issue 12: concurrent single judge() calls on worker processes share one pool hand-off."""
+"""Concurrent single judge() calls on worker processes share one pool hand-off."""
 
 from __future__ import annotations
 

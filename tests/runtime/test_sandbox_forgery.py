@@ -1,4 +1,4 @@
-"""Forged code verdicts that need no escape from the sandbox (issue 18, items 4, 6, 7 and 9).
+"""Forged code verdicts that need no escape from the sandbox.
 
 The program stays inside every kernel boundary and still bends the verdict: names that shadow the
 builtins the tests use, exceptions that steer the test's control flow, replies that cost the judge

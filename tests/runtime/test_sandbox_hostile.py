@@ -1,4 +1,4 @@
-"""Hostile programs against the bubblewrap sandbox: issue 11, findings 1-6.
+"""Hostile programs against the bubblewrap sandbox.
 
 Each program is what an RL policy could write to forge a pass or hurt the judge. Many first escape
 the CPython audit hook (``_posixsubprocess.fork_exec`` starts a fresh interpreter that has none),
@@ -41,7 +41,7 @@ LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scrat
 # reach run with subprocesses allowed, so that the layers under that filter are tested too.
 ESCAPE = dataclasses.replace(LIMITS, allow_subprocess=True)
 
-# a fresh interpreter without the audit hook, started the way finding 2 did (new session too)
+# a fresh interpreter without the audit hook, started the way an escaping program starts one (new session too)
 UNHOOKED = """
 import _posixsubprocess, os, sys
 def unhooked(code, wait=True):
@@ -106,7 +106,7 @@ async def judger_still_works() -> None:
     assert state.reward is not None and state.reward["score"] == 1.0
 
 
-# --- finding 1: killing the judger -------------------------------------------------------------
+# --- killing the judger -------------------------------------------------------------
 
 
 async def test_the_program_cannot_kill_its_supervisor_and_killing_itself_kills_only_the_sample() -> None:
@@ -165,7 +165,7 @@ def test_one_reward_request_cannot_take_the_server_down() -> None:
         assert reply.status_code == 200 and reply.json()["score"] == 1.0
 
 
-# --- finding 2: escaping and outliving the judge ------------------------------------------------
+# --- escaping and outliving the judge ------------------------------------------------
 
 
 async def test_a_new_session_child_dies_with_the_sample_and_reaches_nothing(tmp_path: Path) -> None:
@@ -263,7 +263,7 @@ async def test_no_new_process_by_default_and_fork_bombs_are_bounded() -> None:
     await judger_still_works()
 
 
-# --- finding 3: forged passes -------------------------------------------------------------------
+# --- forged passes -------------------------------------------------------------------
 
 ASSERT_TESTS = {"test": "def check(f):\n    assert f(2) == 5\n    assert f(3) == 7", "entry_point": "g"}
 
@@ -406,7 +406,7 @@ async def test_a_sibling_samples_output_is_invisible() -> None:
     assert [s.reward["score"] for s in out] == [1.0, 0.0]  # type: ignore[index]
 
 
-# --- finding 4: writing outside scratch ---------------------------------------------------------
+# --- writing outside scratch ---------------------------------------------------------
 
 
 async def test_writes_through_dir_fds_openers_fifos_and_xattrs_fail() -> None:
@@ -447,7 +447,7 @@ async def test_writes_through_dir_fds_openers_fifos_and_xattrs_fail() -> None:
     assert set(os.listdir(bwrap.INSIDE_DIR)) >= {"supervisor.py", "wire.py", "worker.py"}
 
 
-# --- finding 5: memory and disk limits ----------------------------------------------------------
+# --- memory and disk limits ----------------------------------------------------------
 
 
 async def test_memfd_and_sysv_shared_memory_are_refused() -> None:
@@ -494,7 +494,7 @@ async def test_scratch_has_a_total_size_and_stdout_is_capped_at_the_pipe() -> No
     assert grown_mb < 2 * LIMITS.output_mb + 16
 
 
-# --- finding 6: reading what it should not ------------------------------------------------------
+# --- reading what it should not ------------------------------------------------------
 
 
 async def test_the_hosts_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Finding 1 (issue 10): judger's MATH verdicts must not depend on which antlr4 runtime is installed.
+"""judger's MATH verdicts must not depend on which antlr4 runtime is installed.
 
 verl brings hydra-core, which pins antlr4-python3-runtime 4.9.3; latex2sympy2_extended then fails
 on every percent number and Math-Verify silently parses nothing. Here the parser is made to fail

@@ -1,4 +1,4 @@
-"""The QA answer extractor: the same answer as verl's regex, in linear time (issue 11, finding 7)."""
+"""The QA answer extractor: the same answer as verl's regex, in linear time."""
 
 from __future__ import annotations
 

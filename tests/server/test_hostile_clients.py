@@ -1,4 +1,4 @@
-"""A hostile-client run against a real ``judger serve`` process on 127.0.0.1 (issue 11, done-when):
+"""A hostile-client run against a real ``judger serve`` process on 127.0.0.1:
 slow bodies, huge key counts, long keys, deep nesting, quadratic-shaped answers, all at once and
 bounded in count and time, while a separate prober process checks that ``/health`` keeps answering
 within 1 s and honest requests keep getting their rewards."""

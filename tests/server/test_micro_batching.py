@@ -1,4 +1,4 @@
-"""Concurrent single /reward requests are judged as one batch (issue 12), and a batch keeps
+"""Concurrent single /reward requests are judged as one batch, and a batch keeps
 per-sample isolation: one bad request fails alone."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """OpenRLHF's own remote-reward client (copied unchanged in openrlhf_client.py) against a real
-``judger serve`` on 127.0.0.1 (issue 10, findings 9-10): every reward is a number OpenRLHF can
+``judger serve`` on 127.0.0.1: every reward is a number OpenRLHF can
 make a tensor of, a missing label is what OpenRLHF sends (``""``), a 5xx runs OpenRLHF's own
 retry, and ``data_sources`` routes samples on a routing server."""
 

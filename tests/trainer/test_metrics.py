@@ -232,7 +232,7 @@ def test_vectorised_is_fast() -> None:
     assert elapsed < 3.0  # about 0.5 s here; generous for a shared 2-core machine
 
 
-# --- shared work (issue 12): patterns, distinct rows and equal variables computed once -------------
+# --- shared work: patterns, distinct rows and equal variables computed once -------------
 
 
 def test_many_prompts_with_few_patterns_match_verl_bit_for_bit() -> None:

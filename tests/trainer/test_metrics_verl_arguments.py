@@ -1,4 +1,4 @@
-"""Finding 7 (issue 10): process_validation_metrics takes what verl 0.9.1's trainer passes
+"""process_validation_metrics takes what verl 0.9.1's trainer passes
 (``expected_acc_counts=``) and has a verl-exact mode; tests/clients compares it with verl's own."""
 
 from __future__ import annotations
