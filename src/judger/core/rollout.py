@@ -232,6 +232,11 @@ _new, _put = object.__new__, object.__setattr__
 _DIRECT_WRITE = not RolloutState.model_config.get("validate_assignment")
 
 
+def direct_writes() -> bool:
+    """Whether :func:`write_reward` writes a plain ``RolloutState``'s instance dict directly."""
+    return _DIRECT_WRITE
+
+
 def write_reward(state: RolloutState, reward: dict[str, Any] | None) -> None:
     """``state.reward = reward``, written the way pydantic's ``__setattr__`` writes a plain field
     (instance dict and fields-set) without its Python-level dispatch, which costs more than judging

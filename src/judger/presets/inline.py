@@ -8,7 +8,8 @@ labels, score them, store each output; a sample whose scorer fails fails alone (
 There is no batch dedup on this path: hashing a response costs about as much as scoring it.
 
 ``batch_scorer(responses, labels)`` is the scorer with its options bound, for scorers that do not
-read ``extra_info`` and always return valid outputs (judger's own); without one, the generic
+read ``extra_info`` and always return valid outputs (judger's own), failing a null response with
+``NoResponseError`` themselves; without one, the generic
 ``scorer(response, label, extra_info, **options)`` is called per sample and its output checked.
 Single-sample ``judge`` and the payload methods (used by composed and remote judging) are the
 generic ones, and give the same results.
@@ -23,7 +24,7 @@ from typing import Any
 from judger.core.errors import NoResponseError
 from judger.core.judger import Judger
 from judger.core.outputs import check_output
-from judger.core.rollout import RolloutState, write_reward
+from judger.core.rollout import RolloutState, direct_writes, write_reward
 from judger.presets.base import ScorerJudger
 
 _CHUNK = 256
@@ -65,18 +66,21 @@ class InlineScorerJudger(ScorerJudger):
         """The output dict, or the exception of a failed sample, for each state given as its field
         values (a state's instance dict, or the validated fields of a posted state). A null response
         fails with :class:`NoResponseError`, as :meth:`preprocess` fails it on the state path."""
+        if self.batch_scorer is not None:
+            # a batch scorer fails a null response with NoResponseError itself: no pass of its own
+            labels = [
+                rm.get("ground_truth") if isinstance(rm := f.get("reward_model"), dict) else None
+                for f in fields
+            ]
+            return self.batch_scorer([f.get("response") for f in fields], labels)
         unanswered = [i for i, f in enumerate(fields) if f.get("response") is None]
         if unanswered:
             answered = [f for f in fields if f.get("response") is not None]
-            out = self.score_fields(answered) if answered else []
+            out = self._generic_batch(answered) if answered else []
             for i in unanswered:
                 out.insert(i, NoResponseError())
             return out
-        if self.batch_scorer is None:
-            return self._generic_batch(fields)
-        models = [f.get("reward_model") for f in fields]
-        labels = [rm.get("ground_truth") if isinstance(rm, dict) else None for rm in models]
-        return self.batch_scorer([f.get("response") for f in fields], labels)
+        return self._generic_batch(fields)
 
     def _generic_batch(self, fields: Sequence[Mapping[str, Any]]) -> list[Any]:
         scorer, options, name = self.scorer, self.options, self.judger_name
@@ -104,9 +108,14 @@ class InlineScorerJudger(ScorerJudger):
         # Fields live in each state's instance dict: read and write them there, without pydantic's
         # Python-level attribute dispatch, which costs more than scoring a GSM8K answer. Small
         # chunks keep those dicts in cache from the read to the write.
-        rewards = self.score_fields([state.__dict__ for state in chunk])
-        for state, reward in zip(chunk, rewards):
+        fields = [state.__dict__ for state in chunk]
+        rewards = self.score_fields(fields)
+        plain = RolloutState if direct_writes() else None  # write_reward, inlined for a plain state
+        for state, values, reward in zip(chunk, fields, rewards):
             if type(reward) is not dict:
                 self.capture(state, reward)
+            elif type(state) is plain:
+                values["reward"] = reward
+                state.__pydantic_fields_set__.add("reward")
             else:
                 write_reward(state, reward)

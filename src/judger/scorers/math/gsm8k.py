@@ -30,6 +30,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, Literal
 
+from judger.core.errors import NoResponseError
 from judger.scorers.labels import missing_label
 
 Method = Literal["strict", "flexible"]
@@ -200,8 +201,8 @@ def make_batch_scorer(
     score: float = 1.0,
 ) -> BatchScorer:
     """``batch(responses, labels) -> list``: :func:`make_scorer`'s result for each pair, or the
-    exception it raised. Strict extraction is inlined in the loop: at about a microsecond per
-    response, a Python call per sample would be a large part of the cost."""
+    exception it raised (:class:`NoResponseError` for a null response). Strict extraction is
+    inlined in the loop: a Python call per sample would be a large part of the cost."""
     one = make_scorer(compat, method, format_score, score)
     if method != "strict":
 
@@ -211,7 +212,7 @@ def make_batch_scorer(
                 try:
                     out.append(one(response, label))
                 except Exception as exc:
-                    out.append(exc)
+                    out.append(NoResponseError() if response is None else exc)
             return out
 
         return each
@@ -251,7 +252,7 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
                 correct = answer == label
                 append({"score": right if correct else wrong, "acc": correct, "pred": answer})
             except Exception as exc:
-                append(exc)
+                append(NoResponseError() if text is None else exc)
         return out
 
     return verl_strict
@@ -266,7 +267,12 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
         canonical = _LABELS  # labels repeat across batches: normalise each once
         for text, label in zip(responses, labels):
             if type(text) is not str:
-                append(TypeError(f"gsm8k scorer: the response must be a str, got {type(text).__name__}"))
+                kind = type(text).__name__
+                append(
+                    NoResponseError()
+                    if text is None
+                    else TypeError(f"gsm8k scorer: the response must be a str, got {kind}")
+                )
                 continue
             try:
                 if label is None:
