@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
@@ -11,7 +13,7 @@ from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
 from judger.scorers.math.order import asks_for_order
-from judger.scorers.math.reward import compute_score
+from judger.scorers.math.reward import compute_score, ground_truth_text
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -25,6 +27,35 @@ def default_execution(data: Any) -> Any:
     if isinstance(data, dict) and "execution" not in data and data.get("reward_handler") is None:
         data = {**data, "execution": "inline" if data.get("compat") == "verl" else "process"}
     return data
+
+
+# both sides plain integers written canonically: no grading policy makes two different ones equal
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
+
+
+@lru_cache(maxsize=4096)
+def _gold(label: str) -> str:
+    # a label is the dataset's text, not the model's: GRPO groups repeat it, so it is read once
+    return ground_truth_text(label)
+
+
+def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """``compute_score(answer, label, extracted=True, **kwargs)`` where it needs no parser: no
+    answer, the label's own answer text (``grade_answer``'s first test), or two different canonical
+    integers with no run of boxes to grade as a list. None: grade it in full, on the pool.
+
+    Only string labels: a missing one fails on the pool with the scorer's own reason.
+    """
+    if not isinstance(label, str) or not (answer is None or isinstance(answer, str)):
+        return None
+    if not answer:
+        return {"score": 0.0, "acc": False, "pred": None}
+    gold = _gold(label)
+    if answer == gold:
+        return {"score": 1.0, "acc": True, "pred": answer}
+    if "boxes" not in kwargs and _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
+        return {"score": 0.0, "acc": False, "pred": answer}
+    return None
 
 
 class MathJudger(ScorerJudger):
@@ -48,6 +79,16 @@ class MathJudger(ScorerJudger):
                 if len(boxes) >= 2:
                     payload["scorer_kwargs"]["boxes"] = tuple(boxes)
         return payload
+
+    def quick_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
+        # only for the answer this judger extracted and the scorer it ships (a subclass's own
+        # scorer is always run)
+        kwargs = payload.get("scorer_kwargs")
+        if self.scorer is not compute_score or not kwargs or not kwargs.get("extracted"):
+            return None
+        if self.options.get("compat") is not None:
+            return None
+        return quick_math_result(payload.get("response"), payload.get("label"), kwargs)
 
 
 class MathJudgerConfig(ScorerJudgerConfig):
