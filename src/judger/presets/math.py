@@ -70,14 +70,18 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            payload["response"] = final_answer(response)
-            payload["scorer_kwargs"] = {"extracted": True}
-            if asks_for_order(rollout_state.message):
-                payload["scorer_kwargs"]["ordered"] = True
-            if response.count(BOXED) >= 2 and payload["response"] == last_boxed(response):
+            answer = payload["response"] = final_answer(response)
+            kwargs: dict[str, Any] = {"extracted": True}
+            payload["scorer_kwargs"] = kwargs
+            if response.count(BOXED) >= 2 and answer == last_boxed(response):
                 boxes = final_boxes(response)
                 if len(boxes) >= 2:
-                    payload["scorer_kwargs"]["boxes"] = tuple(boxes)
+                    kwargs["boxes"] = tuple(boxes)
+            # the prompt is read only for an answer that needs grading: the order it asks for
+            # never changes a result decided without a parser
+            decided = self.scorer is compute_score and quick_math_result(answer, payload.get("label"), kwargs)
+            if not decided and asks_for_order(rollout_state.message):
+                kwargs["ordered"] = True
         return payload
 
     def quick_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
