@@ -249,7 +249,9 @@ class ComposedJudger(BatchJudger):
             direct, rest = self._group_by_branch(rollout_states, plain=False)
         if not direct:
             return await super().batch_judge(rollout_states)
-        jobs = [self._judge_routed_group(self.branch(name), group) for name, group in direct.items()]
+        jobs: list[Awaitable[Any]] = [
+            self._judge_routed_group(self.branch(name), group) for name, group in direct.items()
+        ]
         if rest:
             jobs.append(super().batch_judge(rest))
         await asyncio.gather(*jobs)
