@@ -28,7 +28,6 @@ from judger.core.judger import (
     Judger,
     JudgerPayload,
     OnError,
-    PayloadResult,
 )
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
@@ -135,18 +134,6 @@ class ScorerJudger(BatchJudger):
         """The scorer's result for ``payload`` where it is decided without running the scorer (a
         bounded check in the calling process, no parser), else None: scored on the pool."""
         return None
-
-    async def run_payloads(self, payloads: Sequence[JudgerPayload]) -> list[PayloadResult]:
-        # the quick results skip the dedup key and the hand-off; the rest take the usual path
-        if self.execution != "process" or type(self).quick_result is ScorerJudger.quick_result:
-            return await super().run_payloads(payloads)
-        out: list[Any] = [self.quick_result(p) for p in payloads]
-        pending = [i for i, r in enumerate(out) if r is None]
-        if pending:
-            judged = await super().run_payloads([payloads[i] for i in pending])
-            for i, result in zip(pending, judged):
-                out[i] = result
-        return out
 
     async def _score_on_pool(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw results in order: the quick ones here, the rest on the pool under its deadline."""

@@ -33,6 +33,9 @@ def default_execution(data: Any) -> Any:
 _CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
 
 
+_EXTRACTED_ONLY = {"extracted": True}
+
+
 @lru_cache(maxsize=4096)
 def _gold(label: str) -> str:
     # a label is the dataset's text, not the model's: GRPO groups repeat it, so it is read once
@@ -83,6 +86,15 @@ class MathJudger(ScorerJudger):
             if not decided and asks_for_order(rollout_state.message):
                 kwargs["ordered"] = True
         return payload
+
+    def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
+        # the common payload (a str label, no extra_info read, no option beyond "extracted") keyed
+        # by its two strings; every other shape by the general key, which is never a pair
+        label = payload.get("label")
+        kwargs = payload.get("scorer_kwargs")
+        if type(label) is str and self.extra_info_fields == () and kwargs == _EXTRACTED_ONLY:
+            return (payload.get("response"), label)
+        return super()._dedup_key(payload)
 
     def quick_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
         # only for the answer this judger extracted and the scorer it ships (a subclass's own
