@@ -16,6 +16,9 @@
    MATH scorer). Targets: wall <= 1.5x, peak RSS <= 300 MB. The peak is ``wait4``'s ``ru_maxrss``:
    the largest process of the command's tree (the scoring worker processes included).
 
+   ``--steps`` adds the main process's CPU per step over the same rows (JSON decoding alone, reading
+   into states, scoring, tally, metrics), measured in one process per side.
+
 4. Start-up (``--only-startup``): the GSM8K comparison of 1. alone, against its own target of 3x
    (on 10,000 rows the whole process is mostly start-up). ``--importtime`` adds the heaviest
    imports of that ``judger score`` process (``python -X importtime``, cumulative).
@@ -122,6 +125,75 @@ def compare_stream(rows: int, repeat: int, before: Path | None = None) -> None:
     print(f", before {[round(x, 2) for x in old]}" if before is not None else "")
 
 
+def _steps_child(path: str) -> None:
+    """Print the main process's CPU seconds per step of a ``judger score`` run over ``path``: the
+    steps run one after another here (the CLI overlaps reading with scoring in a thread)."""
+    import asyncio
+    import gc
+
+    from judger.cli import score
+    from judger.cli.tally import Tally
+    from judger.core.rollout import Status
+    from judger.trainer.io import iter_rollouts
+
+    try:
+        from judger.cli.pools import close_shared_pool, start_pools
+    except ImportError:  # an older checkout (--before)
+        from judger.cli.score import _start_pools as start_pools  # type: ignore[attr-defined,no-redef]
+        from judger.runtime.procpool.pool import close_shared_pool  # type: ignore[no-redef]
+
+    gc.set_threshold(50_000, *gc.get_threshold()[1:])
+    cpu = time.process_time
+    t = cpu()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            json.loads(line)
+    decode = cpu() - t
+    t = cpu()
+    chunks = list(iter_rollouts(path, score.CHUNK_ROWS))
+    read = cpu() - t
+    args = argparse.Namespace(config=None, preset=None, compat=None, workers=None)
+    judger = score.build(args)
+    start_pools(judger)
+    tally = Tally(0)
+
+    async def judge_all() -> tuple[float, float]:
+        judging = adding = 0.0
+        for chunk in chunks:
+            t = cpu()
+            states = [s for s in chunk.states if s.status == Status.COMPLETED]
+            await score.score_states(judger, states, 256)
+            judging += cpu() - t
+            t = cpu()
+            tally.add(chunk.states)
+            adding += cpu() - t
+        await judger.aclose()
+        return judging, adding
+
+    judging, adding = asyncio.run(judge_all())
+    t = cpu()
+    tally.summary(1.0)
+    metrics = cpu() - t
+    close_shared_pool()
+    print(
+        f"JSON decoding alone {decode:.2f} s | reading into states (JSON included) {read:.2f} s | "
+        f"scoring {judging:.2f} s | tally {adding:.2f} s | metrics and summary {metrics:.2f} s"
+    )
+
+
+def cpu_steps(rows: int, before: Path | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "math_rows.jsonl"
+        math_rows(rows, data)
+        sides = [("judger", ROOT / "src")] + ([("before", before)] if before is not None else [])
+        print(f"\nmain-process CPU per step, {rows:,} MATH rows:")
+        for name, src in sides:
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--steps-child", str(data)]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            print(f"  {name}: {done.stdout.strip() or done.stderr.strip()[-300:]}")
+
+
 def heaviest_imports(cmd: list[str], top: int = 15) -> None:
     """The ``top`` imports of ``cmd`` by cumulative time (``python -X importtime``), nested ones
     included: a module's line counts what it pulled in."""
@@ -207,10 +279,17 @@ def main() -> None:
     ap.add_argument("--only-stream", action="store_true", help="only the streamed MATH run")
     ap.add_argument("--only-startup", action="store_true", help="only the GSM8K whole-process run (<= 3x)")
     ap.add_argument("--importtime", action="store_true", help="with --only-startup: the heaviest imports")
+    ap.add_argument("--steps", action="store_true", help="with --only-stream: main-process CPU per step")
+    ap.add_argument("--steps-child", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.steps_child:
+        _steps_child(args.steps_child)
+        return
     before = args.before.resolve() if args.before else None
     if args.only_stream:
         only_stream(args, before)
+        if args.steps:
+            cpu_steps(args.math_rows, before)
         return
     if args.only_startup:
         only_startup(args, before)

@@ -151,8 +151,16 @@ class Tally:
         self._columns: dict[str, _Column] = {}
 
     def add(self, states: Sequence[RolloutState]) -> None:
+        by_name: dict[str, tuple[_Source, int]] = {}  # a chunk holds a few data_source strings
         for state in states:
-            self._add(state)
+            data_source = state.data_source
+            if type(data_source) is not str:
+                self._add(state, self._source_of(data_source))
+                continue
+            entry = by_name.get(data_source)
+            if entry is None:
+                entry = by_name[data_source] = self._source_of(data_source)
+            self._add(state, entry)
         if self._k:
             for example in examples(states, self._k):
                 name = example["data_source"]
@@ -160,9 +168,9 @@ class Tally:
                     self._taken[name] = self._taken.get(name, 0) + 1
                     self.examples.append(example)
 
-    def _add(self, state: RolloutState) -> None:
+    def _add(self, state: RolloutState, where: tuple[_Source, int]) -> None:
         self.samples += 1
-        source, code = self._source_of(state.data_source)
+        source, code = where
         source.samples += 1
         kind = failure_kind(state) if state.status == Status.FAILED else None
         if kind is not None:
@@ -173,7 +181,10 @@ class Tally:
                 source.skipped += 1
             return
         source.add_reward(reward)
-        self._add_judged(code, _group_hash(state), reward)
+        group = state.group_id
+        # a str or int uid is its own prompt key: hashed here without the call
+        key_hash = hash(("str", group)) if type(group) is str else _group_hash(state)
+        self._add_judged(code, key_hash, reward)
 
     def _source_of(self, data_source: Any) -> tuple[_Source, int]:
         """The counters of a data_source, and its code in the judged columns."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import RoutingError
-from judger.core.failure import JudgeFailure
+from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
@@ -23,7 +23,7 @@ from judger.core.judger import (
     maybe_await,
 )
 from judger.core.outputs import check_output
-from judger.core.rollout import RolloutState
+from judger.core.rollout import RolloutState, write_reward
 from judger.judgers.handlers import BATCH_ATTR, import_object
 
 MergeFn = Callable[..., RolloutState | list[RolloutState] | Awaitable[RolloutState | list[RolloutState]]]
@@ -234,34 +234,100 @@ class ComposedJudger(BatchJudger):
         return [failures.get(i) or {_BRANCHES: outs} for i, outs in enumerate(assembled)]
 
     async def _batch_judge_routed(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
-        """Samples routed to one branch that has a batch path of its own (a preset's single pass
-        over the states) go to that branch's ``batch_judge`` whole; the rest take the payload path.
-        Both write the same rewards: routing to one branch runs that branch's pre/postprocess."""
+        """Samples routed to one plain branch go to it as one group: to its ``batch_judge`` whole
+        when it has a batch path of its own (a preset's single pass over the states), else through
+        :meth:`_judge_routed_group`; the rest (several branches, nested compositions) take the
+        payload path. All write the same rewards: routing to one branch runs that branch's
+        pre/postprocess."""
         if type(self).preprocess is not ComposedJudger.preprocess or (
             type(self).postprocess is not ComposedJudger.postprocess
         ):
             return await super().batch_judge(rollout_states)
-        direct: dict[str, list[RolloutState]] = {}
-        rest: list[RolloutState] = []
-        for state in rollout_states:
-            try:
-                names = self.route(state.data_source)
-            except RoutingError:
-                raise  # the configuration's error, not a sample's: raised before any work starts
-            except Exception:
-                rest.append(state)  # a subclass's per-sample refusal: the payload path reports it
-                continue
-            if len(names) == 1 and self._has_own_batch_path(self.branch(names[0])):
-                direct.setdefault(names[0], []).append(state)
-            else:
-                rest.append(state)
+        direct, rest = self._group_by_branch(rollout_states, plain=True)
+        if rest and not all(self._has_own_batch_path(self.branch(name)) for name in direct):
+            # each branch keeps one batched call: its samples all take the payload path with the rest
+            direct, rest = self._group_by_branch(rollout_states, plain=False)
         if not direct:
             return await super().batch_judge(rollout_states)
-        jobs = [self.branch(name).batch_judge(group) for name, group in direct.items()]
+        jobs: list[Awaitable[Any]] = [
+            self._judge_routed_group(self.branch(name), group) for name, group in direct.items()
+        ]
         if rest:
             jobs.append(super().batch_judge(rest))
         await asyncio.gather(*jobs)
         return rollout_states
+
+    def _group_by_branch(
+        self, rollout_states: list[RolloutState], *, plain: bool
+    ) -> tuple[dict[str, list[RolloutState]], list[RolloutState]]:
+        """The states routed to one branch that is not a composition (``plain=False``: only to one
+        with a batch path of its own), by branch; and the others."""
+        direct: dict[str, list[RolloutState]] = {}
+        rest: list[RolloutState] = []
+        # a batch holds a few data_source names: each is routed once (a string routes the same
+        # every time; other values are routed per sample)
+        routed: dict[str, str | None] = {}
+        for state in rollout_states:
+            source = state.data_source
+            name = routed.get(source, "") if type(source) is str else ""
+            if name == "":
+                name = self._direct_branch(source, plain)
+                if type(source) is str:
+                    routed[source] = name
+            if name is None:
+                rest.append(state)
+            else:
+                direct.setdefault(name, []).append(state)
+        return direct, rest
+
+    def _direct_branch(self, data_source: Any, plain: bool) -> str | None:
+        """The one branch ``data_source`` routes to if it can be judged as a group, or None (the
+        payload path judges it, or reports why it cannot be routed)."""
+        try:
+            names = self.route(data_source)
+        except RoutingError:
+            raise  # the configuration's error, not a sample's: raised before any work starts
+        except Exception:
+            return None  # a subclass's per-sample refusal: the payload path reports it
+        if len(names) != 1:
+            return None
+        branch = self.branch(names[0])
+        if self._has_own_batch_path(branch) or (plain and not isinstance(branch, ComposedJudger)):
+            return names[0]
+        return None
+
+    async def _judge_routed_group(self, branch: Judger, states: list[RolloutState]) -> None:
+        """The payload path of states routed to ``branch`` alone, without the per-sample wrapping:
+        the branch's preprocess, ``run_payloads`` and postprocess; failures captured as this
+        judger captures them."""
+        if self._has_own_batch_path(branch):
+            await branch.batch_judge(states)
+            return
+        payloads: list[JudgerPayload] = []
+        owners: list[RolloutState] = []
+        for state in states:
+            try:
+                payloads.append(branch.preprocess(state))
+                owners.append(state)
+            except Exception as exc:
+                self.capture(state, exc)
+        results = await branch.run_payloads(payloads)
+        plain = branch._writes_plainly()
+        for state, result in zip(owners, results):
+            if isinstance(result, JudgeFailure):
+                if self.on_error == "raise":
+                    raise result.to_exception()
+                mark_failed(state, result)
+            elif plain:
+                write_reward(state, result)
+            else:
+                await self._branch_postprocess(branch, state, result)
+
+    async def _branch_postprocess(self, branch: Judger, state: RolloutState, output: JudgerOutput) -> None:
+        try:
+            await maybe_await(branch.postprocess(state, output))
+        except Exception as exc:
+            self.capture(state, exc)
 
     def _has_own_batch_path(self, branch: Judger) -> bool:
         return (

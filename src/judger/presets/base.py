@@ -130,15 +130,27 @@ class ScorerJudger(BatchJudger):
     async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
         return await self._score(payloads)
 
+    def quick_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
+        """The scorer's result for ``payload`` where it is decided without running the scorer (a
+        bounded check in the calling process, no parser), else None: scored on the pool."""
+        return None
+
+    async def _score_on_pool(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        """Raw results in order: the quick ones here, the rest on the pool under its deadline."""
+        out: list[Any] = [self.quick_result(p) for p in payloads]
+        pending = [i for i, r in enumerate(out) if r is None]
+        if not pending:
+            return out
+        calls = [self._call_args(payloads[i]) for i in pending]
+        results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
+        for i, r in zip(pending, results):
+            out[i] = JudgeTimeoutError(self.judger_name, self.timeout) if isinstance(r, TimeoutError) else r
+        return out
+
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw scorer results (dicts or exceptions), one per payload, in order."""
         if self.execution == "process":
-            calls = [self._call_args(p) for p in payloads]
-            results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
-            return [
-                JudgeTimeoutError(self.judger_name, self.timeout) if isinstance(r, TimeoutError) else r
-                for r in results
-            ]
+            return await self._score_on_pool(payloads)
         out: list[Any] = []
         scorer = self.scorer
         for i, payload in enumerate(payloads):

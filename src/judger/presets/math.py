@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
@@ -11,7 +13,7 @@ from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
 from judger.scorers.math.order import asks_for_order
-from judger.scorers.math.reward import compute_score
+from judger.scorers.math.reward import compute_score, ground_truth_text
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -27,6 +29,38 @@ def default_execution(data: Any) -> Any:
     return data
 
 
+# both sides plain integers written canonically: no grading policy makes two different ones equal
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
+
+
+_EXTRACTED_ONLY = {"extracted": True}
+
+
+@lru_cache(maxsize=4096)
+def _gold(label: str) -> str:
+    # a label is the dataset's text, not the model's: GRPO groups repeat it, so it is read once
+    return ground_truth_text(label)
+
+
+def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """``compute_score(answer, label, extracted=True, **kwargs)`` where it needs no parser: no
+    answer, the label's own answer text (``grade_answer``'s first test), or two different canonical
+    integers with no run of boxes to grade as a list. None: grade it in full, on the pool.
+
+    Only string labels: a missing one fails on the pool with the scorer's own reason.
+    """
+    if not isinstance(label, str) or not (answer is None or isinstance(answer, str)):
+        return None
+    if not answer:
+        return {"score": 0.0, "acc": False, "pred": None}
+    gold = _gold(label)
+    if answer == gold:
+        return {"score": 1.0, "acc": True, "pred": answer}
+    if "boxes" not in kwargs and _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
+        return {"score": 0.0, "acc": False, "pred": answer}
+    return None
+
+
 class MathJudger(ScorerJudger):
     """A ScorerJudger that finds the boxed answer before dispatch (default mode only).
 
@@ -39,15 +73,38 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            payload["response"] = final_answer(response)
-            payload["scorer_kwargs"] = {"extracted": True}
-            if asks_for_order(rollout_state.message):
-                payload["scorer_kwargs"]["ordered"] = True
-            if response.count(BOXED) >= 2 and payload["response"] == last_boxed(response):
+            answer = payload["response"] = final_answer(response)
+            kwargs: dict[str, Any] = {"extracted": True}
+            payload["scorer_kwargs"] = kwargs
+            if response.count(BOXED) >= 2 and answer == last_boxed(response):
                 boxes = final_boxes(response)
                 if len(boxes) >= 2:
-                    payload["scorer_kwargs"]["boxes"] = tuple(boxes)
+                    kwargs["boxes"] = tuple(boxes)
+            # the prompt is read only for an answer that needs grading: the order it asks for
+            # never changes a result decided without a parser
+            decided = self.scorer is compute_score and quick_math_result(answer, payload.get("label"), kwargs)
+            if not decided and asks_for_order(rollout_state.message):
+                kwargs["ordered"] = True
         return payload
+
+    def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
+        # the common payload (a str label, no extra_info read, no option beyond "extracted") keyed
+        # by its two strings; every other shape by the general key, which is never a pair
+        label = payload.get("label")
+        kwargs = payload.get("scorer_kwargs")
+        if type(label) is str and self.extra_info_fields == () and kwargs == _EXTRACTED_ONLY:
+            return (payload.get("response"), label)
+        return super()._dedup_key(payload)
+
+    def quick_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
+        # only for the answer this judger extracted and the scorer it ships (a subclass's own
+        # scorer is always run)
+        kwargs = payload.get("scorer_kwargs")
+        if self.scorer is not compute_score or not kwargs or not kwargs.get("extracted"):
+            return None
+        if self.options.get("compat") is not None:
+            return None
+        return quick_math_result(payload.get("response"), payload.get("label"), kwargs)
 
 
 class MathJudgerConfig(ScorerJudgerConfig):

@@ -148,8 +148,30 @@ def _maj_plan(codes: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _maj_mean_std(
     group_vals: np.ndarray, plan: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std over the resamples of each group's majority-voted value, a chunk of groups at a
-    time (each row's reductions are the same whatever the chunk)."""
+    """Mean and std over the resamples of each group's majority-voted value.
+
+    They depend only on the group's agreement pattern and values: groups alike in both (0/1
+    scores over few patterns: most groups of a large set) are computed once, with the same row
+    reductions, so the same bits.
+    """
+    import numpy as np
+
+    columns, pattern_of = plan
+    keys = np.column_stack([pattern_of.astype(np.float64), group_vals])
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    if len(distinct) * 2 > len(keys):
+        return _maj_mean_std_rows(group_vals, plan)
+    rows = np.ascontiguousarray(distinct[:, 1:])
+    mean, std = _maj_mean_std_rows(rows, (columns, distinct[:, 0].astype(np.intp)))
+    row_of = np.asarray(inverse).reshape(-1)
+    return mean[row_of], std[row_of]
+
+
+def _maj_mean_std_rows(
+    group_vals: np.ndarray, plan: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_maj_mean_std` row by row, a chunk of groups at a time (each row's reductions are the
+    same whatever the chunk)."""
     import numpy as np
 
     columns, pattern_of = plan
