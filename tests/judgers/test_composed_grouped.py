@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from judger import RolloutState
 from judger.compat.verl import default_judger_config
 from judger.core.judger import Judger
 from judger.judgers.composed import ComposedJudger
+
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 
 MATH = "DigitalLearningGmbH/MATH-lighteval"
 

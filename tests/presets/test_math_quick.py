@@ -7,11 +7,15 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from judger import RolloutState, Status
 from judger.presets.math import MathJudger, quick_math_result
 from judger.scorers.math.order import asks_for_order
 from judger.scorers.math.reward import compute_score, extract
 from judger.trainer.io import example_data
+
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 
 
 class RecordingPool:

@@ -7,6 +7,8 @@ import pytest
 
 from judger.trainer.metrics import _maj_mean_std, _maj_mean_std_rows, _maj_plan
 
+pytestmark = pytest.mark.py310
+
 
 @pytest.mark.parametrize("levels", [(0.0, 1.0), (-1.0, 0.5, 1.0), None])
 def test_maj_mean_std_is_row_by_row_bit_for_bit(levels: tuple[float, ...] | None) -> None:
