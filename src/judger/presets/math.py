@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -13,7 +12,7 @@ from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
 from judger.scorers.math.order import asks_for_order
-from judger.scorers.math.reward import compute_score, ground_truth_text
+from judger.scorers.math.reward import compute_score, ground_truth_text, trivial_result
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -29,10 +28,6 @@ def default_execution(data: Any) -> Any:
     return data
 
 
-# both sides plain integers written canonically: no grading policy makes two different ones equal
-_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")
-
-
 _EXTRACTED_ONLY = {"extracted": True}
 
 
@@ -43,22 +38,18 @@ def _gold(label: str) -> str:
 
 
 def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """``compute_score(answer, label, extracted=True, **kwargs)`` where it needs no parser: no
-    answer, the label's own answer text (``grade_answer``'s first test), or two different canonical
-    integers with no run of boxes to grade as a list. None: grade it in full, on the pool.
+    """``compute_score(answer, label, extracted=True, **kwargs)`` where it needs no parser
+    (:func:`~judger.scorers.math.reward.trivial_result`), but two answers that differ are not
+    decided when a run of boxes may still be graded as a list. None: grade it in full, on the pool.
 
     Only string labels: a missing one fails on the pool with the scorer's own reason.
     """
     if not isinstance(label, str) or not (answer is None or isinstance(answer, str)):
         return None
-    if not answer:
-        return {"score": 0.0, "acc": False, "pred": None}
-    gold = _gold(label)
-    if answer == gold:
-        return {"score": 1.0, "acc": True, "pred": answer}
-    if "boxes" not in kwargs and _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
-        return {"score": 0.0, "acc": False, "pred": answer}
-    return None
+    result = trivial_result(answer, _gold(label))
+    if result is not None and "boxes" in kwargs and result["pred"] is not None and not result["acc"]:
+        return None
+    return result
 
 
 class MathJudger(ScorerJudger):

@@ -199,6 +199,18 @@ INLINE_MAX_CHARS = 100
 """Longest answer or label :func:`quick_result` grades itself; longer ones go to the full grader."""
 
 
+def trivial_result(answer: str | None, gold: str) -> dict[str, Any] | None:
+    """The result no grading policy could differ on: no answer, the label's own text, or two
+    different integers in canonical form. None: it needs the forms or the parser."""
+    if not answer:
+        return _result(False, None)
+    if answer == gold:
+        return _result(True, answer)
+    if _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
+        return _result(False, answer)
+    return None
+
+
 def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None:
     """The default mode's result for an extracted answer where no LaTeX parser is needed, decided in
     the calling process with the full grader's own checks (:func:`parser_free_verdict`): no answer,
@@ -207,13 +219,10 @@ def quick_result(answer: str | None, ground_truth: Any) -> dict[str, Any] | None
     ``\\$6``). None: grade it in full (on the process pool, under its deadline). A run of boxes
     ending the response may still be a list: the caller trusts a False here only without one.
     """
-    if not answer:
-        return _result(False, answer or None)
     gold = str(ground_truth).strip()
-    if answer == gold:
-        return _result(True, answer)
-    if _CANONICAL_INT.fullmatch(answer) and _CANONICAL_INT.fullmatch(gold):
-        return _result(False, answer)
+    trivial = trivial_result(answer, gold)
+    if trivial is not None or not answer:
+        return trivial
     if len(answer) > INLINE_MAX_CHARS or len(gold) > INLINE_MAX_CHARS:
         return None
     verdict = _inline_verdict(answer, gold)
