@@ -1,7 +1,8 @@
 """One GRPO-shaped reward step through verl 0.9.1's own legacy managers, judger against verl.
 
-64 prompts x 16 responses = 1,024 rows as a verl ``DataProto`` (a byte-level tokenizer built here,
-responses padded to the longest), one step per batch:
+64 prompts x 16 responses = 1,024 rows as a verl ``DataProto`` (a tokenizer built here: one token a
+byte by default, or ``--tokenizer bpe``, trained on the bundled rows; responses padded to the
+longest), one step per batch:
 
 - MATH: the bundled real MATH responses (repeated in order);
 - GSM8K: the bundled GSM8K test solutions as responses, each with its own first line (so no two
@@ -9,7 +10,7 @@ responses padded to the longest), one step per batch:
 
 Runs in the client tier's environment (``make test-clients`` builds it)::
 
-    .venv-clients/bin/python bench/bench_verl_step.py [--rounds 5] [--batch math|gsm8k|both]
+    .venv-clients/bin/python bench/bench_verl_step.py [--rounds 5] [--batch math|gsm8k|both] [--tokenizer bpe]
 
 Rows, each timed per step with sides alternated round by round (warm: one untimed step first):
 
@@ -73,6 +74,31 @@ def gsm8k_samples(n: int, seed: int = 0) -> list[tuple[str, str, Any]]:
         )
         out.append(("openai/gsm8k", f"Attempt {k}: let me think step by step.\n{body}\n{final}", truth))
     return out
+
+
+def bpe_tokenizer(vocab_size: int = 32000) -> Any:
+    """A byte-level BPE tokenizer trained here on the bundled rows (no hub), as the tokenizers of
+    the models verl trains are: a few characters a token, where :func:`byte_tokenizer` has one byte."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    def texts() -> Any:
+        for name in ("math_rollouts_dev.jsonl", "gsm8k_test.jsonl"):
+            for line in example_data(name).read_text(encoding="utf-8").splitlines():
+                yield from (v for v in json.loads(line).values() if isinstance(v, str))
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    special = ["<pad>", "<eos>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts(), trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<pad>")
 
 
 def step_data(tokenizer: Any, samples: list[tuple[str, str, Any]]) -> Any:
@@ -145,9 +171,15 @@ def main() -> None:
     parser.add_argument("--responses", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", choices=("math", "gsm8k", "both"), default="both")
+    parser.add_argument(
+        "--tokenizer",
+        choices=("byte", "bpe"),
+        default="byte",
+        help="byte: one token a byte (decoding at its largest); bpe: trained here on the bundled rows",
+    )
     args = parser.parse_args()
 
-    tokenizer = byte_tokenizer()
+    tokenizer = byte_tokenizer() if args.tokenizer == "byte" else bpe_tokenizer()
     n = args.prompts * args.responses
     batches = {"MATH": math_samples, "GSM8K": gsm8k_samples}
     for title, samples in batches.items():
