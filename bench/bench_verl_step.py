@@ -45,6 +45,7 @@ from judger.trainer.io import example_data
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "clients"))
+sys.path.append(str(HERE.parent / "tests" / "serving"))  # after the clients conftest
 from conftest import byte_tokenizer  # noqa: E402
 
 
@@ -77,27 +78,13 @@ def gsm8k_samples(n: int, seed: int = 0) -> list[tuple[str, str, Any]]:
 
 
 def bpe_tokenizer(vocab_size: int = 32000) -> Any:
-    """A byte-level BPE tokenizer trained here on the bundled rows (no hub), as the tokenizers of
-    the models verl trains are: a few characters a token, where :func:`byte_tokenizer` has one byte."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE tokenizer trained here on the bundled rows (the serving tier's recipe, no
+    hub), as the tokenizers of the models verl trains are: a few characters a token, where
+    :func:`byte_tokenizer` has one byte."""
+    from build_tiny_model import train_bpe
     from transformers import PreTrainedTokenizerFast
 
-    def texts() -> Any:
-        for name in ("math_rollouts_dev.jsonl", "gsm8k_test.jsonl"):
-            for line in example_data(name).read_text(encoding="utf-8").splitlines():
-                yield from (v for v in json.loads(line).values() if isinstance(v, str))
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    special = ["<pad>", "<eos>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(texts(), trainer=trainer)
+    bpe = train_bpe(vocab_size, ["<pad>", "<eos>"])
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<pad>")
 
 

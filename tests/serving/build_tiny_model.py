@@ -16,6 +16,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "src" / "judger" / "data"
@@ -46,29 +47,35 @@ def _texts() -> Iterator[str]:
                     yield from (str(m.get("content", "")) for m in value if isinstance(m, dict))
 
 
+def train_bpe(vocab_size: int = VOCAB_SIZE, special: list[str] = SPECIAL) -> Any:
+    """A byte-level BPE ``tokenizers.Tokenizer`` trained on the bundled GSM8K and MATH rows."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_texts(), trainer=trainer)
+    return bpe
+
+
 def build(out: Path = DEFAULT_DIR) -> Path:
     """The model folder at ``out``, built unless already built by this version of the script."""
     if (out / STAMP).is_file() and (out / STAMP).read_text() == _stamp():
         return out
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(_texts(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
+        tokenizer_object=train_bpe(),
         bos_token="<|endoftext|>",
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",

@@ -72,21 +72,20 @@ class Built:
     errors: list[RowError]
 
 
+def _decoded(value: Any) -> Any:
+    """A field Parquet or CSV carried as JSON text, decoded (None if that text is not JSON)."""
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value
+
+
 def restore_outcome(state: RolloutState, row: dict[str, Any]) -> None:
     """Put back what ``judger score -o`` / ``judger eval -o`` wrote on a verl row: its reward, and a
     judging failure (which :func:`parse_row` reads as a sample to judge again)."""
-    reward = row.get("reward")
-    if isinstance(reward, str) and reward.startswith("{"):
-        try:
-            reward = json.loads(reward)
-        except json.JSONDecodeError:
-            reward = None
-    failure = row.get("judge_failure")
-    if isinstance(failure, str) and failure.startswith("{"):
-        try:
-            failure = json.loads(failure)
-        except json.JSONDecodeError:
-            failure = None
+    reward, failure = _decoded(row.get("reward")), _decoded(row.get("judge_failure"))
     if isinstance(reward, dict):
         state.reward = reward
     elif row.get("status") == Status.FAILED.value and isinstance(failure, dict):
