@@ -14,7 +14,9 @@
    time from the 400 bundled rollouts (each repeat its own prompt groups), ``judger score`` with
    the default routing vs ``bench/raw_score_math_stream.py`` (one row at a time through judger's own
    MATH scorer). Targets: wall <= 1.5x, peak RSS <= 300 MB. The peak is ``wait4``'s ``ru_maxrss``:
-   the largest process of the command's tree (the scoring worker processes included).
+   the largest process of the command's tree (the scoring worker processes included). A file
+   this size is scored in shard processes (one per core); the same run in one process
+   (``--shards 1``) is timed alongside.
 
    ``--steps`` adds the main process's CPU per step over the same rows (JSON decoding alone, reading
    into states, scoring, tally, metrics), measured in one process per side.
@@ -95,16 +97,18 @@ def compare_stream(rows: int, repeat: int, before: Path | None = None) -> None:
         math_rows(rows, data)
         size = data.stat().st_size / 1e6
         judger_cmd = [py, "-m", "judger", "score", "--no-progress", "--format", "json", str(data)]
+        one_cmd = [*judger_cmd, "--shards", "1"]
         raw_cmd = [py, str(ROOT / "bench" / "raw_score_math_stream.py"), str(data)]
         wall(judger_cmd)  # warm the page cache and the .pyc files
         wall(raw_cmd)
         if before is not None:
             wall(judger_cmd, before)
-        ours, peaks, raw, raw_peaks, old, old_peaks = [], [], [], [], [], []
+        ours, peaks, raw, raw_peaks, old, old_peaks, one = [], [], [], [], [], [], []
         for _ in range(repeat):
             t, peak = wall_and_peak(judger_cmd)
             ours.append(t)
             peaks.append(peak)
+            one.append(wall(one_cmd))
             t, peak = wall_and_peak(raw_cmd)
             raw.append(t)
             raw_peaks.append(peak)
@@ -121,7 +125,9 @@ def compare_stream(rows: int, repeat: int, before: Path | None = None) -> None:
         c = statistics.median(old)
         row += f" {c:.2f} s | {c / b:.2f}x | {max(old_peaks):.0f} MB |"
     print(row)
-    print(f"\nall walls: judger {[round(x, 2) for x in ours]}, raw {[round(x, 2) for x in raw]}", end="")
+    c = statistics.median(one)
+    print(f"\none process (--shards 1): {c:.2f} s, {c / b:.2f}x the raw stream; sharded {c / a:.2f}x faster")
+    print(f"all walls: judger {[round(x, 2) for x in ours]}, raw {[round(x, 2) for x in raw]}", end="")
     print(f", before {[round(x, 2) for x in old]}" if before is not None else "")
 
 

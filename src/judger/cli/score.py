@@ -88,6 +88,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=256, metavar="B", help="samples per batch_judge call"
     )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="score in N processes, each reading, judging and tallying blocks of the file (default: "
+        "one per core for a JSONL file of 48 MB or more with the default config or a preset; 1: one "
+        "process)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
         "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
@@ -226,10 +234,14 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return "--compat applies to the default config only (drop -c / --preset)"
     if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or args.examples < 0:
         return "--batch-size and --workers must be >= 1, --examples >= 0"
+    if args.shards is not None and args.shards < 1:
+        return "--shards must be >= 1"
     if args.output and _same_file(args.input, args.output):
         # rows that cannot be read are not written back: scoring in place would lose them
         return f"-o {args.output} is the input file; write the scored rows to another path"
-    return None
+    from judger.cli.shards import refusal
+
+    return refusal(args)
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, Iterator[Any], Any] | int:
@@ -302,6 +314,17 @@ class _Outputs:
         if self.report_sample is not None:
             self.report_sample.add(chunk.states)
 
+    def add_block(self, block: Any) -> None:
+        """A block judged by a shard process (:mod:`judger.cli.shards`): lines encoded, tally made."""
+        self.report_errors(block.errors)
+        if self.sink is not None and self.write_error is None:
+            try:
+                self.sink.write_encoded(block.output, block.written)
+            except Exception as exc:
+                self.write_error = f"{type(exc).__name__}: {exc}"
+                self.sink.discard()
+        self.tally.merge(block.tally)
+
     def discard(self) -> None:
         if self.sink is not None:
             self.sink.discard()
@@ -344,10 +367,15 @@ def _stream(
     args: argparse.Namespace, judger: Any, chunks: Iterator[Any], first: Any, outputs: _Outputs
 ) -> int | None:
     """Judge every chunk; the exit code if the run stopped, None when every chunk went through."""
+    return _guarded(outputs, lambda: asyncio.run(_score_chunks(args, judger, chunks, first, outputs)))
+
+
+def _guarded(outputs: _Outputs, work: Any) -> int | None:
+    """Run ``work``; the exit code if it stopped (the output discarded), None when it went through."""
     from judger.trainer.io import InputError
 
     try:
-        asyncio.run(_score_chunks(args, judger, chunks, first, outputs))
+        work()
     except KeyboardInterrupt:
         outputs.discard()
         _say("judger score: interrupted")
@@ -361,6 +389,35 @@ def _stream(
         _say(f"judger score: scoring stopped: {type(exc).__name__}: {exc}")
         return EXIT_UNUSABLE
     return None
+
+
+def _run_sharded(args: argparse.Namespace, shards: int) -> int:
+    """Score the file in ``shards`` processes (:mod:`judger.cli.shards`), reported as one run."""
+    from judger.cli.shards import score_in_shards
+    from judger.trainer.io import InputError, iter_rollouts
+
+    try:
+        build(args).close()  # a bad config is refused here, by name, before any shard starts
+    except ConfigError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+    try:  # an unreadable file is refused as the one-process run refuses it
+        next(iter_rollouts(args.input, 1, require_data_source=not args.preset), None)
+    except InputError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+    outputs = _Outputs(args)
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    start = time.perf_counter()
+
+    def work() -> None:
+        with progress_bar("rows", None, enabled=show_progress) as advance:
+            score_in_shards(args, shards, outputs.add_block, advance)
+
+    stopped = _guarded(outputs, work)
+    if stopped is not None:
+        return stopped
+    return _finish(args, outputs, time.perf_counter() - start)
 
 
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:
@@ -416,7 +473,12 @@ def run(args: argparse.Namespace) -> int:
     if refusal is not None:
         _say(f"judger score: {refusal}")
         return EXIT_UNUSABLE
+    from judger.cli.shards import shard_count
+
+    shards = shard_count(args)
     with _few_collections():
+        if shards:
+            return _run_sharded(args, shards)
         opened = _open(args)
         if isinstance(opened, int):
             return opened

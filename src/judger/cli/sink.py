@@ -75,6 +75,14 @@ class OutputSink:
             self._rows.extend(_escape_surrogates(_row(s, self.layout)) for s in states)
         self.rows += len(states)
 
+    def write_encoded(self, data: bytes, rows: int) -> None:
+        """JSON lines already encoded (:func:`encode_line` of verl rows, by a shard's worker)."""
+        assert self._fh is not None, "a Parquet output is written from states"
+        self.layout = self.layout or "verl"
+        self._fh.write(data)
+        self._fh.flush()
+        self.rows += rows
+
     def commit(self) -> None:
         try:
             if self._fh is not None:

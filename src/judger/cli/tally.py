@@ -94,6 +94,15 @@ class _Column:
         assert self.codes is not None
         self.codes.append(_MISSING if value is None else self._code(value))
 
+    def extend(self, other: _Column, n: int) -> None:
+        """Append ``other``'s ``n`` values (None for all ``n`` when ``other`` is a missing column)."""
+        if self.floats is not None and other.floats is not None:
+            self.floats.extend(other.floats)
+            return
+        values = other.column(as_array=False) if other is not _ABSENT else [None] * n
+        for value in values:
+            self.append(None if type(value) is float and math.isnan(value) else value)
+
     def column(self, as_array: bool = True) -> Any:
         """The values: a float64 NumPy array (NaN where missing) while every value is a number
         (``array("d")`` with ``as_array=False``), else a list with None where missing."""
@@ -106,6 +115,9 @@ class _Column:
         assert self.codes is not None
         values = self.values
         return [None if c == _MISSING else values[c] for c in self.codes]
+
+
+_ABSENT = _Column(0)  # the column of a reward variable that one tally's samples never had
 
 
 class _Source:
@@ -125,6 +137,17 @@ class _Source:
         else:
             self.failed += 1
         self.reasons[reason] += 1
+
+    def merge(self, other: _Source) -> None:
+        self.samples += other.samples
+        self.judged += other.judged
+        self.skipped += other.skipped
+        self.failed += other.failed
+        self.timed_out += other.timed_out
+        for mine, theirs in ((self.scores, other.scores), (self.accs, other.accs)):
+            mine[0] += theirs[0]
+            mine[1] += theirs[1]
+        self.reasons.update(other.reasons)
 
     def add_reward(self, reward: dict[str, Any]) -> None:
         self.judged += 1
@@ -205,6 +228,29 @@ class Tally:
                 columns[key] = _Column(n)  # missing (NaN) for the samples judged before
         for key, column in columns.items():
             column.append(reward.get(key))
+
+    def merge(self, other: Tally) -> None:
+        """Add the samples ``other`` tallied, as if they had been added here after ours (a shard of
+        the same file scored in another process; prompt groups hashed with the same hash secret)."""
+        self.samples += other.samples
+        for example in other.examples:
+            name = example["data_source"]
+            if self._taken.get(name, 0) < self._k:
+                self._taken[name] = self._taken.get(name, 0) + 1
+                self.examples.append(example)
+        codes = []
+        for name, theirs in other._sources.items():  # their codes number their sources in order
+            mine, code = self._source_of(name)
+            mine.merge(theirs)
+            codes.append(code)
+        n, added = len(self._judged_source), len(other._judged_source)
+        self._judged_source.extend(codes[c] for c in other._judged_source)
+        self._judged_group.extend(other._judged_group)
+        for key in other._columns:
+            if key not in self._columns:
+                self._columns[key] = _Column(n)
+        for key, column in self._columns.items():
+            column.extend(other._columns.get(key, _ABSENT), added)
 
     def metrics(self) -> Metrics:
         """:func:`judger.trainer.metrics.compute_validation_metrics` of the samples added."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -82,20 +82,27 @@ def _format(path: Path) -> Literal["jsonl", "parquet"]:
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any | RowError]]:
     # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first row
     with path.open("r", encoding="utf-8-sig", errors="replace") as fh:
-        first = True
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            if first and line.lstrip().startswith("["):
-                raise InputError(
-                    f"{path}: a JSON array, not JSON lines; use JSONL (one JSON object per line), "
-                    "e.g. jq -c '.[]' file.json > file.jsonl"
-                )
-            first = False
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, RowError(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+        yield from json_rows(fh, path)
+
+
+def json_rows(
+    lines: Iterable[str], path: str | Path, first_number: int = 1, *, first: bool = True
+) -> Iterator[tuple[int, Any | RowError]]:
+    """``(line number, row or RowError)`` of JSON lines, numbered from ``first_number``; ``first``:
+    these lines open the file (a JSON array there is refused with the way to convert it)."""
+    for number, line in enumerate(lines, start=first_number):
+        if not line.strip():
+            continue
+        if first and line.lstrip().startswith("["):
+            raise InputError(
+                f"{path}: a JSON array, not JSON lines; use JSONL (one JSON object per line), "
+                "e.g. jq -c '.[]' file.json > file.jsonl"
+            )
+        first = False
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, RowError(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any | RowError]]:
@@ -269,7 +276,17 @@ def iter_rollouts(
 
     Raises :class:`InputError` when the file itself cannot be read (possibly after some chunks).
     """
-    rows = _open_rows(path)
+    yield from rollouts_of(_open_rows(path), path, chunk_rows, require_data_source=require_data_source)
+
+
+def rollouts_of(
+    rows: Iterator[tuple[int, Any | RowError]],
+    path: str | Path,
+    chunk_rows: int = 4096,
+    *,
+    require_data_source: bool = True,
+) -> Iterator[Rollouts]:
+    """:func:`iter_rollouts` over rows already opened (:func:`json_rows` of lines in memory)."""
     out, layouts, seen = Rollouts(), set(), 0
     try:
         for number, row in rows:

@@ -82,6 +82,20 @@ def worker_process_class(ctx: Any) -> Any:
     return ctx.Process
 
 
+def worker_context(start_method: str) -> Any:
+    """A multiprocessing context whose processes are :func:`worker_process_class`'s (for APIs that
+    take a context, such as ``ProcessPoolExecutor(mp_context=...)``)."""
+    ctx = mp.get_context(start_method)
+    if ctx.get_start_method() != "forkserver" or _WorkerProcess is None:
+        return ctx
+    from multiprocessing.context import ForkServerContext
+
+    class _Context(ForkServerContext):
+        Process = _WorkerProcess
+
+    return _Context()
+
+
 def default_start_method() -> str:
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 

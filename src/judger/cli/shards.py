@@ -1,0 +1,232 @@
+"""`judger score` on a large JSONL file: blocks of lines scored in worker processes, merged in order.
+
+One process reads, judges and tallies a file row by row, and on a large file that process is the
+bottleneck whatever the judger's own workers do. With several cores, the main process instead cuts
+the file into blocks of whole lines (bytes, never decoded there) and hands them to shard
+processes. Each shard reads its block into states, judges them with its own judger (built from the
+same command-line arguments), tallies them and encodes their output lines; the main process writes
+the blocks and merges the tallies in file order. The output file, the report and the exit code are
+those of the one-process run: the same rows in the same order, the same line numbers in errors, the
+same metrics (the shards share one hash secret, so a prompt group split over two blocks is one
+group).
+
+Only judgers that build alike in every process are sharded: the default routing and the presets. A
+config of one's own may hold connections, a Ray cluster or state it counts on being single, so it
+runs in one process as before; so do Parquet input or output and ``--html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judger.trainer.io import RowError
+
+BLOCK_BYTES = 4 << 20
+"""Bytes of lines per block: about 2,000 MATH rows, enough to amortise a hand-off, small enough
+that a shard holds little and the last block does not leave the other shards idle for long."""
+MIN_SHARDED_BYTES = 48 << 20
+"""Smaller files are scored in one process: starting shard processes would cost more than it saves."""
+_PROBE = "judger shard hash probe"
+_SHARD_PRELOAD = (
+    "judger.cli.score",
+    "judger.cli.tally",
+    "judger.cli.sink",
+    "judger.compat.verl",
+    "judger.presets",
+)
+
+
+@dataclass
+class Block:
+    """What a shard gives back for one block of lines."""
+
+    rows: int  # rows read (the progress count), bad ones included
+    errors: list[RowError]
+    tally: Any  # judger.cli.tally.Tally of the block's samples
+    output: bytes  # the block's output lines (empty without -o)
+    written: int  # output rows in ``output``
+    probe: int = field(default_factory=lambda: hash(_PROBE))
+
+
+def shard_count(args: argparse.Namespace) -> int:
+    """Processes to score ``args.input`` in: 0 for one process (the judger of the command itself)."""
+    if args.shards is not None:
+        return 0 if args.shards <= 1 else args.shards
+    if args.config or args.html or not _plain_jsonl(args.input) or not _plain_jsonl(args.output, True):
+        return 0
+    if args.output and first_row_is_state(args.input):
+        return 0  # its output's layout may depend on the rows of the whole first chunk
+    try:
+        if os.path.getsize(args.input) < MIN_SHARDED_BYTES:
+            return 0
+    except OSError:
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores if cores > 1 else 0
+
+
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why ``--shards`` cannot apply to these arguments, if it cannot."""
+    if args.shards is None or args.shards <= 1:
+        return None
+    if args.config:
+        return "--shards applies to the default config and --preset, not -c (build one judger per process)"
+    if args.html or not _plain_jsonl(args.input) or not _plain_jsonl(args.output, True):
+        return "--shards needs JSONL input and output (not Parquet) and no --html"
+    if args.output and first_row_is_state(args.input):
+        return "--shards with -o needs verl rows; this file holds RolloutState dumps (drop --shards)"
+    return None
+
+
+def _plain_jsonl(path: str | None, absent_ok: bool = False) -> bool:
+    if path is None:
+        return absent_ok
+    return Path(path).suffix.lower() in (".jsonl", ".json", ".ndjson")
+
+
+# --- the main process ------------------------------------------------------------------------------
+
+
+def _blocks(path: str) -> Iterator[tuple[int, bytes]]:
+    """``(number of the block's first line, its bytes)``: whole lines, about :data:`BLOCK_BYTES` each.
+
+    Lines are counted as the text reader splits them (``\\n``, ``\\r\\n`` or a lone ``\\r``).
+    """
+    number = 1
+    with open(path, "rb") as fh:
+        while data := fh.read(BLOCK_BYTES):
+            data += fh.readline()
+            yield number, data
+            number += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def first_row_is_state(path: str) -> bool:
+    """Whether the file's first row is a RolloutState dump (which decides the output's layout)."""
+    import json
+
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(row, dict) and "message" in row and "prompt" not in row
+    return False
+
+
+def _executor(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
+    from judger.runtime.procpool.forkserver import default_start_method, worker_context
+
+    # each shard runs its process-run scorers on a pool of its own: the --workers asked, shared out
+    pool_workers = max(1, (args.workers or os.cpu_count() or 1) // shards)
+    # one fork server forks every shard: they share its hash secret (prompt groups hash alike), and
+    # the modules it imported once
+    ctx = worker_context(default_start_method())
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(list(_SHARD_PRELOAD))
+    return ProcessPoolExecutor(
+        shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers)
+    )
+
+
+def score_in_shards(
+    args: argparse.Namespace, shards: int, take: Callable[[Block], None], advance: Callable[[int], None]
+) -> None:
+    """Score ``args.input`` in ``shards`` processes; ``take`` gets each block's result in file order.
+
+    Exceptions of a shard (an unreadable file, a judger with ``on_error="raise"``) are raised here.
+    """
+    executor = _executor(args, shards)
+    pending: deque[Future[Block]] = deque()
+    probe: int | None = None
+    try:
+        for number, data in _blocks(args.input):
+            pending.append(executor.submit(score_block, number, data))
+            if len(pending) >= 2 * shards:  # bounded: memory holds a few blocks per shard
+                probe = _take(pending.popleft(), probe, take, advance)
+        while pending:
+            probe = _take(pending.popleft(), probe, take, advance)
+    finally:
+        for future in pending:
+            future.cancel()
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _take(
+    future: Future[Block], probe: int | None, take: Callable[[Block], None], advance: Callable[[int], None]
+) -> int:
+    block = future.result()
+    if probe is not None and block.probe != probe:  # pragma: no cover - a start method that spawns
+        raise RuntimeError("shards hash prompt groups differently; run with --shards 1")
+    take(block)
+    advance(block.rows)
+    return block.probe
+
+
+# --- a shard process -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Shard:
+    args: argparse.Namespace
+    judger: Any
+    loop: asyncio.AbstractEventLoop
+
+
+_shard: _Shard | None = None
+
+
+def _start_shard(args: argparse.Namespace, pool_workers: int) -> None:
+    from judger.cli import score
+    from judger.cli.pools import size_process_pool, start_pools
+
+    global _shard
+    # Ctrl-C reaches the whole process group: the main process stops the run and the shards with
+    # it (a shard's traceback for each would only bury the one-line message)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # rows hold no cycles: a young collection every few hundred allocations would only re-scan them
+    gc.set_threshold(max(gc.get_threshold()[0], 50_000), *gc.get_threshold()[1:])
+    judger = score.build(args)
+    size_process_pool(pool_workers)
+    start_pools(judger)  # its workers start while the first block is read
+    _shard = _Shard(args, judger, asyncio.new_event_loop())
+
+
+def score_block(first_number: int, data: bytes) -> Block:
+    """Read, judge, tally and encode one block of lines (in a shard process)."""
+    import io
+
+    from judger.cli.score import score_states
+    from judger.cli.sink import encode_line
+    from judger.cli.tally import Tally
+    from judger.core.rollout import Status
+    from judger.trainer.io import json_rows, rollouts_of, state_to_row
+
+    assert _shard is not None, "score_block runs in a shard process started by score_in_shards"
+    args = _shard.args
+    first = first_number == 1
+    # newline=None: lines split as the one-process reader splits them; a BOM only opens the file
+    text = io.StringIO(data.decode("utf-8-sig" if first else "utf-8", errors="replace"), newline=None)
+    rows = json_rows(text, args.input, first_number, first=first)
+    require = not (args.config or args.preset)
+    chunk = next(rollouts_of(rows, args.input, 1 << 62, require_data_source=require), None)
+    tally = Tally(args.examples)
+    if chunk is None:
+        return Block(0, [], tally, b"", 0)
+    to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
+    _shard.loop.run_until_complete(score_states(_shard.judger, to_judge, args.batch_size))
+    tally.add(chunk.states)
+    output = b"".join(encode_line(state_to_row(s)) for s in chunk.states) if args.output else b""
+    rows_read = len(chunk.errors) + len(set(chunk.rows))
+    return Block(rows_read, chunk.errors, tally, output, len(chunk.states))

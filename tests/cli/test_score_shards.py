@@ -1,0 +1,184 @@
+"""`judger score` in shard processes: the same output, report and exit code as one process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judger.cli import shards
+from judger.cli.main import main
+from judger.cli.tally import Tally
+from judger.core.rollout import RolloutState, Status
+
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
+DATA = Path(__file__).resolve().parents[2] / "src" / "judger" / "data"
+
+
+def _rows() -> list[str]:
+    """Real MATH rollouts (groups of 8, split over blocks), GSM8K rows, and every kind of bad row."""
+    math = [json.loads(line) for line in (DATA / "math_rollouts_dev.jsonl").read_text().splitlines() if line]
+    gsm8k = [json.loads(line) for line in (DATA / "gsm8k_test.jsonl").read_text().splitlines()[:60] if line]
+    lines = []
+    for i, row in enumerate(math[:240]):
+        if i == 17:
+            row = {**row, "response": None}  # nothing to judge: FAILED, in either mode
+        lines.append(json.dumps(row))
+        if i % 50 == 7:
+            lines += ["{not json", "", json.dumps({"prompt": "p", "response": "r"}), "[1, 2]"]
+    for i, item in enumerate(gsm8k):
+        truth = item["answer"].rsplit("####", 1)[1].strip()
+        response = item["answer"] if i % 3 else "The answer is #### 1234567"
+        row = {
+            "data_source": "openai/gsm8k",
+            "uid": f"g{i // 4}",
+            "prompt": [{"role": "user", "content": item["question"]}],
+            "response": response,
+            "reward_model": {"ground_truth": truth},
+            "extra_info": {"index": i},
+            "kept": {"column": i},
+        }
+        lines.append(json.dumps(row))
+    return lines
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
+    code = main(["score", "--no-progress", "--format", "json", "--examples", "2", *args])
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    summary.pop("elapsed_s")
+    summary.pop("samples_per_s")
+    return code, summary, err
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_sharded_run_matches_one_process_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, newline: str
+) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_bytes(("\ufeff" + newline.join(_rows()) + newline).encode())
+    monkeypatch.setattr(shards, "BLOCK_BYTES", 16 << 10)  # dozens of blocks, groups cut in two
+    one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
+
+    code_one, summary_one, err_one = _run([str(src), "--shards", "1", "-o", str(one)], capsys)
+    code_many, summary_many, err_many = _run([str(src), "--shards", "2", "-o", str(many)], capsys)
+
+    assert (code_many, summary_many, err_many) == (code_one, summary_one, err_one)
+    assert many.read_bytes() == one.read_bytes()
+    # what the comparison covers: bad rows by line number, a null response, both data sources
+    assert code_one == 1 and summary_one["bad_rows"] == 15
+    assert "row 9: not valid JSON" in err_one and "row 228: expected a JSON object" in err_one
+    assert summary_one["failed"] == 1
+    assert summary_one["data_sources"]["openai/gsm8k"]["at_n"]["n"] == 4
+    assert summary_one["data_sources"]["DigitalLearningGmbH/MATH-lighteval"]["samples"] == 240
+    assert len(summary_one["examples"]) == 4
+    assert src.stat().st_size > (16 << 10) * 4  # it was sharded into blocks
+
+
+def test_sharded_preset_run_matches_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "rows.jsonl"
+    rows = [json.loads(line) for line in (DATA / "math_rollouts_dev.jsonl").read_text().splitlines() if line]
+    src.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "data_source"}) + "\n" for r in rows)
+    )
+    monkeypatch.setattr(shards, "BLOCK_BYTES", 32 << 10)
+    one = _run([str(src), "--preset", "math", "--shards", "1"], capsys)
+    many = _run([str(src), "--preset", "math", "--shards", "3"], capsys)
+    assert many == one
+    assert one[1]["judged"] == 400
+
+
+def test_shards_are_refused_where_they_would_not_score_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], exact_match_config: Path
+) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_text(_rows()[0] + "\n")
+    state = tmp_path / "states.jsonl"
+    state.write_text(
+        RolloutState(message=[{"role": "user", "content": "q"}], response="1").model_dump_json() + "\n"
+    )
+    cases = [
+        ([str(src), "--shards", "0"], "--shards must be >= 1"),
+        ([str(src), "--shards", "2", "-c", str(exact_match_config)], "not -c"),
+        ([str(src), "--shards", "2", "-o", str(tmp_path / "out.parquet")], "not Parquet"),
+        ([str(src), "--shards", "2", "--html", str(tmp_path / "r.html")], "no --html"),
+        (
+            [str(state), "--shards", "2", "--preset", "math", "-o", str(tmp_path / "o.jsonl")],
+            "RolloutState dumps",
+        ),
+    ]
+    for args, message in cases:
+        assert main(["score", "--no-progress", *args]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_unreadable_input_and_bad_config_are_refused_before_any_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    array = tmp_path / "rows.jsonl"
+    array.write_text("[" + _rows()[0] + "]\n")
+    assert main(["score", "--no-progress", "--shards", "2", str(array)]) == 2
+    assert "a JSON array, not JSON lines" in capsys.readouterr().err
+    assert main(["score", "--no-progress", "--shards", "2", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["score", "--no-progress", "--shards", "2", "--preset", "no_such", str(array)]) == 2
+    assert "no_such" in capsys.readouterr().err
+
+
+def test_large_jsonl_with_the_default_config_is_sharded_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(_rows()) + "\n")
+    args = _args(input=str(src))
+    assert shards.shard_count(args) == 0  # small: one process
+    monkeypatch.setattr(shards, "MIN_SHARDED_BYTES", 1)
+    monkeypatch.setattr(shards.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert shards.shard_count(args) == 3
+    assert shards.shard_count(_args(input=str(src), config="x.py")) == 0
+    assert shards.shard_count(_args(input=str(src), output="o.parquet")) == 0
+    assert shards.shard_count(_args(input=str(src), shards=1)) == 0
+    monkeypatch.setattr(shards.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert shards.shard_count(args) == 0  # one core: nothing to gain
+
+
+def _args(**given: Any) -> Any:
+    import argparse
+
+    values = {"input": "", "output": None, "config": None, "preset": None, "html": None, "shards": None}
+    return argparse.Namespace(**{**values, **given})
+
+
+def _state(
+    source: str, group: str, reward: dict[str, Any] | None, status: Status = Status.COMPLETED
+) -> RolloutState:
+    state = RolloutState(message=[{"role": "user", "content": group}], data_source=source, group_id=group)
+    state.reward, state.status = reward, status
+    return state
+
+
+def test_merged_tallies_summarise_as_one_tally() -> None:
+    states = [
+        _state("a", "g1", {"score": 1.0, "acc": True}),
+        _state("b", "g2", {"score": 0.0, "pred": "x"}),
+        _state("a", "g1", {"score": 0.0, "acc": False}),
+        _state("a", "g3", None, Status.FAILED),
+        _state("b", "g2", {"score": 1.0, "pred": 3}),  # a column that stops being numbers
+        _state("c", "g4", {"score": 0.5, "extra": "late"}),
+        _state("a", "g1", {"score": 1.0, "acc": True}),
+    ]
+    whole = Tally(1)
+    whole.add(states)
+    for cut in range(len(states) + 1):
+        merged, first, second = Tally(1), Tally(1), Tally(1)
+        first.add(states[:cut])
+        second.add(states[cut:])
+        merged.merge(first)
+        merged.merge(second)
+        assert merged.summary(1.0) == whole.summary(1.0), cut
+        assert merged.examples == whole.examples, cut
