@@ -4,7 +4,9 @@
 byte by default, or ``--tokenizer bpe``, trained on the bundled rows; responses padded to the
 longest), one step per batch:
 
-- MATH: the bundled real MATH responses (repeated in order);
+- MATH: the bundled real MATH responses (repeated in order, so a row recurs two or three times:
+  the managers decode each distinct row once; ``--distinct-math`` gives every row a first line of
+  its own, so nothing is shared);
 - GSM8K: the bundled GSM8K test solutions as responses, each with its own first line (so no two
   rows are equal) and a final answer that is right, reformatted, wrong or missing.
 
@@ -36,6 +38,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +52,18 @@ sys.path.append(str(HERE.parent / "tests" / "serving"))  # after the clients con
 from conftest import byte_tokenizer  # noqa: E402
 
 
-def math_samples(n: int) -> list[tuple[str, str, Any]]:
-    """``n`` rows of the bundled MATH responses (in order, repeated)."""
+def math_samples(n: int, distinct: bool = False) -> list[tuple[str, str, Any]]:
+    """``n`` rows of the bundled MATH responses (in order, repeated); ``distinct``: each with a first
+    line of its own, so that no two rows are equal (nothing for the managers' decoding to share)."""
     lines = example_data("math_rollouts_dev.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
     return [
-        (row["data_source"], row["response"], row["reward_model"]["ground_truth"])
-        for row in (rows[i % len(rows)] for i in range(n))
+        (
+            row["data_source"],
+            f"Attempt {i}.\n{row['response']}" if distinct else row["response"],
+            row["reward_model"]["ground_truth"],
+        )
+        for i, row in enumerate(rows[i % len(rows)] for i in range(n))
     ]
 
 
@@ -164,11 +172,16 @@ def main() -> None:
         default="byte",
         help="byte: one token a byte (decoding at its largest); bpe: trained here on the bundled rows",
     )
+    parser.add_argument(
+        "--distinct-math",
+        action="store_true",
+        help="MATH rows each with a first line of its own (the default repeats the 400 bundled ones)",
+    )
     args = parser.parse_args()
 
     tokenizer = byte_tokenizer() if args.tokenizer == "byte" else bpe_tokenizer()
     n = args.prompts * args.responses
-    batches = {"MATH": math_samples, "GSM8K": gsm8k_samples}
+    batches = {"MATH": partial(math_samples, distinct=args.distinct_math), "GSM8K": gsm8k_samples}
     for title, samples in batches.items():
         if args.batch in (title.lower(), "both"):
             run_table(title, tokenizer, step_data(tokenizer, samples(n)), args.rounds)

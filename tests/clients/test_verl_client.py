@@ -195,7 +195,8 @@ def test_legacy_dataproto_managers_equal_verl(tokenizer: Any) -> None:
 
     from judger.compat.verl import managers
 
-    data = make_data(tokenizer)
+    # rows repeated word for word (decoded once) among the others
+    data = make_data(tokenizer, SAMPLES + SAMPLES[::2])
     theirs = verl_rm.NaiveRewardManager(tokenizer, 0)(data, return_dict=True)
     naive = managers.NaiveRewardManager(tokenizer, 0, compat="verl")
     ours = naive(data, return_dict=True)

@@ -92,6 +92,31 @@ def test_mapping_input_in_verl_field_names_and_tokenizer_decoding() -> None:
         NaiveRewardManager(compute_score=compute_score)({**data, "bogus": 1})
 
 
+def test_repeated_rows_are_decoded_once_each_in_place() -> None:
+    from judger.compat.verl.reward_managers import decode_all
+
+    class Tok:
+        def __init__(self) -> None:
+            self.calls: list[list[int]] = []
+
+        def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
+            self.calls.append(list(ids))
+            return "".join(chr(int(i)) for i in ids)
+
+    array = np.array([[72, 105, 0], [72, 105, 33], [72, 105, 0], [72, 105, 33], [72, 0, 0]], dtype=np.int64)
+    lengths = [2, 3, 2, 3, 2]
+    rows = [array[i, :n] for i, n in enumerate(lengths)]
+    tok = Tok()
+    assert decode_all(tok, rows) == ["Hi", "Hi!", "Hi", "Hi!", "H\x00"]
+    assert tok.calls == [[72, 105], [72, 105, 33], [72, 0]]  # each distinct row once, in order
+    tok = Tok()
+    assert decode_all(tok, [[1, 2], [1, 2], [2, 1]]) == ["\x01\x02", "\x01\x02", "\x02\x01"]
+    assert len(tok.calls) == 2
+    tok = Tok()
+    distinct = [array[0, :1], array[0, :2], array[1, :3]]  # prefixes of one another: not equal
+    assert decode_all(tok, distinct) == ["H", "Hi", "Hi!"] and len(tok.calls) == 3
+
+
 def test_batch_manager_calls_once_with_lists() -> None:
     calls: list[tuple] = []
 

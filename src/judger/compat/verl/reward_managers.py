@@ -158,13 +158,29 @@ def _plain_fast_tokenizer(tokenizer: Any) -> Any:
 
 
 def decode_all(tokenizer: Any, ids: Sequence[Any]) -> list[str]:
-    """``tokenizer.decode(row, skip_special_tokens=True)`` of every row: in one Rust call, on all
-    cores, where that is the same thing (a plain fast tokenizer), else row by row."""
+    """``tokenizer.decode(row, skip_special_tokens=True)`` of every row: each distinct row once (a
+    GRPO group often repeats a short answer word for word, a collapsing policy many), in one Rust
+    call on all cores where that is the same thing (a plain fast tokenizer), else row by row."""
+    first: dict[Any, int] = {}
+    where = [first.setdefault(_row_key(row), len(first)) for row in ids]
+    distinct: list[Any] = list(ids) if len(first) == len(where) else [None] * len(first)
+    if len(first) < len(where):
+        for row, i in zip(ids, where):
+            distinct[i] = row
     backend = _plain_fast_tokenizer(tokenizer)
     if backend is not None:
-        rows = [row.tolist() if hasattr(row, "tolist") else list(row) for row in ids]
-        return list(backend.decode_batch(rows, skip_special_tokens=True))
-    return [tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+        rows = [row.tolist() if hasattr(row, "tolist") else list(row) for row in distinct]
+        texts = list(backend.decode_batch(rows, skip_special_tokens=True))
+    else:
+        texts = [tokenizer.decode(row, skip_special_tokens=True) for row in distinct]
+    return texts if len(first) == len(where) else [texts[i] for i in where]
+
+
+def _row_key(row: Any) -> Any:
+    """Equal for rows of equal token ids: a NumPy row's dtype and bytes, else a tuple of its ids."""
+    if hasattr(row, "tobytes"):
+        return (str(row.dtype), row.tobytes())
+    return tuple(row.tolist() if hasattr(row, "tolist") else row)
 
 
 _ALIASES = {
