@@ -182,3 +182,19 @@ def test_merged_tallies_summarise_as_one_tally() -> None:
         merged.merge(second)
         assert merged.summary(1.0) == whole.summary(1.0), cut
         assert merged.examples == whole.examples, cut
+
+
+def test_only_rule_presets_are_sharded_unasked() -> None:
+    from judger import ComposedJudgerConfig, GSM8KJudgerConfig, JudgerConfig, MathJudgerConfig, build_judger
+    from judger.cli.score import default_config
+
+    def handler(response: str, label: str, extra_info: Any) -> dict[str, float]:
+        return {"score": float(response == label)}
+
+    assert shards.rule_based(build_judger(default_config()))
+    assert shards.rule_based(build_judger(default_config("verl")))
+    own = JudgerConfig(judger_name="own", reward_handler=handler)
+    assert not shards.rule_based(build_judger(own))
+    mixed = ComposedJudgerConfig(branches={"math": MathJudgerConfig(), "own": own})
+    assert not shards.rule_based(build_judger(mixed))
+    assert not shards.rule_based(build_judger(GSM8KJudgerConfig(reward_handler=handler)))

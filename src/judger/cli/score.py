@@ -391,16 +391,20 @@ def _guarded(outputs: _Outputs, work: Any) -> int | None:
     return None
 
 
-def _run_sharded(args: argparse.Namespace, shards: int) -> int:
-    """Score the file in ``shards`` processes (:mod:`judger.cli.shards`), reported as one run."""
-    from judger.cli.shards import score_in_shards
+def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
+    """Score the file in ``shards`` processes (:mod:`judger.cli.shards`), reported as one run; None
+    when the judger is not one that shards share out (and ``--shards`` was not asked for)."""
+    from judger.cli.shards import rule_based, score_in_shards
     from judger.trainer.io import InputError, iter_rollouts
 
     try:
-        build(args).close()  # a bad config is refused here, by name, before any shard starts
+        judger = build(args)  # a bad config is refused here, by name, before any shard starts
     except ConfigError as exc:
         _say(f"judger score: {exc}")
         return EXIT_UNUSABLE
+    judger.close()
+    if args.shards is None and not rule_based(judger):
+        return None
     try:  # an unreadable file is refused as the one-process run refuses it
         next(iter_rollouts(args.input, 1, require_data_source=not args.preset), None)
     except InputError as exc:
@@ -477,8 +481,9 @@ def run(args: argparse.Namespace) -> int:
 
     shards = shard_count(args)
     with _few_collections():
-        if shards:
-            return _run_sharded(args, shards)
+        done = _run_sharded(args, shards) if shards else None
+        if done is not None:
+            return done
         opened = _open(args)
         if isinstance(opened, int):
             return opened

@@ -71,8 +71,34 @@ def shard_count(args: argparse.Namespace) -> int:
             return 0
     except OSError:
         return 0
+    if not _forks_alike():
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores if cores > 1 else 0
+
+
+def _forks_alike() -> bool:
+    """Whether shards can be forked from one fork server (sharing its hash secret)."""
+    from judger.runtime.procpool.forkserver import default_start_method
+
+    return default_start_method() == "forkserver"
+
+
+def rule_based(judger: Any) -> bool:
+    """Whether every branch of ``judger`` is a rule preset (a scorer run inline or on the process
+    pool): the judgers whose work shards share out. An LLM verifier or a handler calling a server
+    waits on that server, and shards would only multiply the load on it."""
+    from judger.presets.base import ScorerJudger
+
+    stack = [judger]
+    while stack:
+        current = stack.pop()
+        branches = getattr(current, "branches", None)
+        if isinstance(branches, dict):
+            stack.extend(branches.values())
+        elif not isinstance(current, ScorerJudger):  # a preset given a handler is a NativeJudger
+            return False
+    return True
 
 
 def refusal(args: argparse.Namespace) -> str | None:
@@ -85,6 +111,8 @@ def refusal(args: argparse.Namespace) -> str | None:
         return "--shards needs JSONL input and output (not Parquet) and no --html"
     if args.output and first_row_is_state(args.input):
         return "--shards with -o needs verl rows; this file holds RolloutState dumps (drop --shards)"
+    if not _forks_alike():
+        return "--shards needs multiprocessing's forkserver start method, which this platform lacks"
     return None
 
 
@@ -218,9 +246,10 @@ def score_block(first_number: int, data: bytes) -> Block:
     first = first_number == 1
     # newline=None: lines split as the one-process reader splits them; a BOM only opens the file
     text = io.StringIO(data.decode("utf-8-sig" if first else "utf-8", errors="replace"), newline=None)
-    rows = json_rows(text, args.input, first_number, first=first)
+    path = Path(args.input)  # named in messages as the one-process reader names it
+    rows = json_rows(text, path, first_number, first=first)
     require = not (args.config or args.preset)
-    chunk = next(rollouts_of(rows, args.input, 1 << 62, require_data_source=require), None)
+    chunk = next(rollouts_of(rows, path, 1 << 62, require_data_source=require), None)
     tally = Tally(args.examples)
     if chunk is None:
         return Block(0, [], tally, b"", 0)
