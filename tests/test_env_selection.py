@@ -70,12 +70,20 @@ EXEMPT: dict[str, dict[str, str]] = {
         "Ray is the same release in every environment",
         "runtime/test_sandbox_privilege.py": "what the kernel (uids, namespaces, cgroups, seccomp) lets "
         "a judged program reach; the programs make the system calls themselves",
+        "runtime/test_sandbox_hostile.py": "the kernel boundary again: hostile programs escape the audit "
+        "hook into a fresh interpreter and meet bubblewrap's namespaces and the worker's seccomp filter; "
+        "the code preset only carries them there (its parsing is covered by presets/test_code_*.py)",
+        "cli/test_view_live.py": "the page served while a worker process indexes the file: process "
+        "lifecycle, the index cache and HTTP; its figures are judger score's, whose tests run here",
         "cli/test_eval_hostile.py": "GSM8K's file gives prompts only; the bounds are httpx's reads "
         "(runtime/bounded), the same release everywhere",
         "trainer/test_controller.py": "the GSM8K judger is a stand-in; it tests where requests go "
         "(balancing, failures, recovery) over httpx, the same release everywhere",
     },
-    "clients_env": {},
+    "clients_env": {
+        "cli/test_view_live.py": "the page served while a worker process indexes the file: process "
+        "lifecycle, the index cache and HTTP; its figures are judger score's, whose tests run here",
+    },
 }
 
 

@@ -31,8 +31,6 @@ from judger.cli.view_live import IndexJob, LiveIndex, in_process, index_file, in
 from judger.cli.view_worker import WorkerError, in_worker
 from judger.trainer.io import example_data
 
-pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
-
 MATH = example_data("math_rollouts_dev.jsonl")
 LOCAL = "http://127.0.0.1:8000"
 VOLATILE = ("elapsed_s", "samples_per_s", "input")

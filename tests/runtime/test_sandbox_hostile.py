@@ -30,10 +30,7 @@ from judger.runtime.sandbox.runner import SandboxLimits, TestOutcome, run_tests
 from judger.scorers.code import score_async
 from judger.testing.processes import processes_with, sandbox_processes_after
 
-pytestmark = [
-    pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}"),
-    pytest.mark.py310,
-]
+pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}")
 
 LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scratch_mb=64)
 # By default the kernel refuses the program any new process (the worker's seccomp filter), so an
