@@ -68,6 +68,27 @@ async def test_batch_grades_each_distinct_answer_once_on_the_pool() -> None:
     assert out[2].reward["score"] == 1.0
 
 
+async def test_a_grade_is_remembered_for_later_batches_a_timeout_is_not() -> None:
+    pool = shared_pool()
+    j = MathJudgerConfig(timeout=1.0).build()
+    batch = [state(f"Try {i}: \\boxed{{{'0.5' if i % 2 else '2'}}}", "\\frac{1}{2}") for i in range(6)]
+    first = [dict(s.reward) for s in await j.batch_judge(batch)]
+    before = pool.stats()["calls"]
+    again = await j.batch_judge([state(s.response, "\\frac{1}{2}") for s in batch])
+    assert pool.stats()["calls"] == before  # the same answers to the same problem: not sent again
+    assert [s.reward for s in again] == first
+    again[1].reward["score"] = -5.0  # each sample owns its reward dict; the kept grade is untouched
+    third = await j.batch_judge([state("\\boxed{0.5}", "\\frac{1}{2}")])
+    assert third[0].reward == first[1] and first[1]["score"] == 1.0
+    assert (await j.batch_judge([state("\\boxed{0.5}", "1/3")]))[0].reward["acc"] is False  # another label
+    assert pool.stats()["calls"] == before + 1
+    hostile, timeouts = HOSTILE["power tower"], pool.stats()["timeouts"]
+    for _ in range(2):  # a timeout depends on the machine's load: graded again, never kept
+        out = await j.batch_judge([state(hostile)])
+        assert out[0].extra_fields["judge_failure"]["kind"] == "timeout"
+    assert pool.stats()["timeouts"] == timeouts + 2
+
+
 async def test_verl_mode_runs_inline_and_matches_verl() -> None:
     j = MathJudgerConfig(compat="verl").build()
     out = await j.batch_judge([state("\\boxed{5.0}", "5"), state("\\boxed{\\dfrac12}", "0.5")])

@@ -295,3 +295,24 @@ def test_prompt_groups_from_messages_key_equal_messages_together() -> None:
     parts = [{"type": "text", "text": "q"}]
     assert prompt_key(state(parts)) == prompt_key(state([dict(parts[0])], "cr"))
     assert prompt_key(state(parts)) != prompt_key(state([{"type": "text", "text": "other"}]))
+
+
+def test_unique_rows_groups_rows_of_equal_bytes_as_numpy_groups_equal_rows() -> None:
+    from judger.trainer.metrics import unique_rows
+
+    rng = np.random.default_rng(7)
+    for matrix in (
+        (rng.random((500, 8)) < 0.8).astype(np.float64),
+        rng.integers(0, 3, size=(400, 6)),
+        np.column_stack([rng.integers(0, 4, 300).astype(np.float64), rng.random((300, 2)).round(1)]),
+    ):
+        distinct, inverse = unique_rows(matrix)
+        assert np.array_equal(distinct[inverse], matrix)
+        expected = np.unique(matrix, axis=0)
+        assert len(distinct) == len(expected)
+        assert sorted(map(tuple, distinct.tolist())) == sorted(map(tuple, expected.tolist()))
+    # equal in value, not in bytes: kept apart, each reconstructed exactly
+    odd = np.array([[0.0, 1.0], [-0.0, 1.0], [np.nan, 1.0], [np.nan, 1.0]])
+    distinct, inverse = unique_rows(odd)
+    assert len(distinct) == 3 and inverse[2] == inverse[3] and inverse[0] != inverse[1]
+    assert np.array_equal(distinct[inverse], odd, equal_nan=True)

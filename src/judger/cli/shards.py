@@ -223,12 +223,16 @@ def _start_shard(args: argparse.Namespace, pool_workers: int) -> None:
     # Ctrl-C reaches the whole process group: the main process stops the run and the shards with
     # it (a shard's traceback for each would only bury the one-line message)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # rows hold no cycles: a young collection every few hundred allocations would only re-scan them
-    gc.set_threshold(max(gc.get_threshold()[0], 50_000), *gc.get_threshold()[1:])
     judger = score.build(args)
     size_process_pool(pool_workers)
     start_pools(judger)  # its workers start while the first block is read
     _shard = _Shard(args, judger, asyncio.new_event_loop())
+    # A block's rows hold no reference cycles: reference counting frees them when the block is
+    # done. The collector would only re-scan them (a quarter of a block's time), so it is off while a
+    # block is scored, and what was loaded before the first block is frozen out of its scans; the
+    # few cycles a block leaves (a failure's traceback) go at the start of the next one.
+    gc.freeze()
+    gc.disable()
 
 
 def score_block(first_number: int, data: bytes) -> Block:
@@ -242,6 +246,7 @@ def score_block(first_number: int, data: bytes) -> Block:
     from judger.trainer.io import json_rows, rollouts_of, state_to_row
 
     assert _shard is not None, "score_block runs in a shard process started by score_in_shards"
+    gc.collect(1)  # the last block's cycles: only what was allocated since, never the frozen rest
     args = _shard.args
     first = first_number == 1
     # newline=None: lines split as the one-process reader splits them; a BOM only opens the file

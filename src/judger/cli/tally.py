@@ -256,10 +256,13 @@ class Tally:
         """:func:`judger.trainer.metrics.compute_validation_metrics` of the samples added."""
         names = list(self._source_codes)
         data_sources = [names[c] for c in self._judged_source]
-        plain = {key: column.column(as_array=False) for key, column in self._columns.items()}
-        at_1 = mean_at_1(data_sources, self._judged_group, plain)
-        if at_1 is not None:
-            return at_1
+        # one sample per group, when no two group hashes are equal (the cheap test, on integers):
+        # mean_at_1 then checks (data_source, group) pairs exactly
+        if len(set(self._judged_group)) == len(self._judged_group):
+            plain = {key: column.column(as_array=False) for key, column in self._columns.items()}
+            at_1 = mean_at_1(data_sources, self._judged_group, plain)
+            if at_1 is not None:
+                return at_1
         infos = {key: column.column() for key, column in self._columns.items()}
         return process_validation_metrics(data_sources, list(self._judged_group), infos, 42)
 

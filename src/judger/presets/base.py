@@ -39,6 +39,8 @@ ScorerFn = Callable[..., dict[str, Any]]
 
 # An inline batch gives the event loop a turn this often, so a 100k batch never starves other tasks.
 _YIELD_EVERY = 2048
+# grades kept per judger (remembers_grades): a few MB, emptied when full
+_MAX_GRADES = 16384
 
 
 def _key(payload: JudgerPayload, extra_info_fields: Sequence[str] | None = None) -> tuple[Any, ...]:
@@ -96,12 +98,17 @@ class ScorerJudger(BatchJudger):
         self.extra_info_fields = None if extra_info_fields is None else tuple(extra_info_fields)
         if execution == "process":
             self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
+        self._grades: dict[Any, dict[str, Any]] = {}
 
     @property
     def pool(self) -> Any:
         if self._pool is None:
             self._pool = shared_pool()
         return self._pool
+
+    remembers_grades: ClassVar[bool] = False
+    """Whether a grade from the pool is kept (by dedup key) for the same answer in a later batch: for
+    a scorer that is a pure function of its key. A timeout or a failure is never kept."""
 
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         reward_model = rollout_state.reward_model
@@ -141,11 +148,46 @@ class ScorerJudger(BatchJudger):
         pending = [i for i, r in enumerate(out) if r is None]
         if not pending:
             return out
+        keys: list[Any] = [None] * len(pending)
+        if self.remembers_grades:
+            pending, keys = self._recall(payloads, pending, out)
+            if not pending:
+                return out
         calls = [self._call_args(payloads[i]) for i in pending]
         results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
-        for i, r in zip(pending, results):
-            out[i] = JudgeTimeoutError(self.judger_name, self.timeout) if isinstance(r, TimeoutError) else r
+        for i, key, r in zip(pending, keys, results):
+            if isinstance(r, TimeoutError):
+                r = JudgeTimeoutError(self.judger_name, self.timeout)
+            elif key is not None and type(r) is dict:
+                self._remember(key, r)
+            out[i] = r
         return out
+
+    def _recall(
+        self, payloads: Sequence[JudgerPayload], pending: list[int], out: list[Any]
+    ) -> tuple[list[int], list[Any]]:
+        """Fill ``out`` with the grades given before for the same key; the payloads still to grade,
+        and their keys (None: not to be remembered)."""
+        grades = self._grades
+        still: list[int] = []
+        keys: list[Any] = []
+        for i in pending:
+            key: Any = self._dedup_key(payloads[i])
+            try:
+                known = grades.get(key)
+            except TypeError:  # an unhashable label: graded every time
+                known, key = None, None
+            if known is not None:
+                out[i] = dict(known)  # each sample owns its output dict
+                continue
+            still.append(i)
+            keys.append(None if len(key or ()) < 2 else key)  # (object(),): a key that never matches
+        return still, keys
+
+    def _remember(self, key: Any, grade: dict[str, Any]) -> None:
+        if len(self._grades) >= _MAX_GRADES:
+            self._grades.clear()
+        self._grades[key] = dict(grade)
 
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw scorer results (dicts or exceptions), one per payload, in order."""

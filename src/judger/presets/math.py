@@ -60,6 +60,11 @@ class MathJudger(ScorerJudger):
     (answer, label) once, as GRPO groups repeat final answers far more often than whole responses.
     """
 
+    # a grade is a pure function of the extracted answer, the label and the options: the same
+    # answer to the same problem in a later batch (a validation file, the next GRPO step) is not
+    # sent to a worker again
+    remembers_grades: ClassVar[bool] = True
+
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         payload = super().preprocess(rollout_state)
         response = payload.get("response")

