@@ -147,6 +147,8 @@ def test_large_jsonl_with_the_default_config_is_sharded_by_default(
     assert shards.shard_count(_args(input=str(src), config="x.py")) == 0
     assert shards.shard_count(_args(input=str(src), output="o.parquet")) == 0
     assert shards.shard_count(_args(input=str(src), shards=1)) == 0
+    assert shards.shard_count(_args(input=str(src), workers=2)) == 2  # at least a worker a shard
+    assert shards.shard_count(_args(input=str(src), workers=1)) == 0
     monkeypatch.setattr(shards.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert shards.shard_count(args) == 0  # one core: nothing to gain
 
@@ -155,6 +157,7 @@ def _args(**given: Any) -> Any:
     import argparse
 
     values = {"input": "", "output": None, "config": None, "preset": None, "html": None, "shards": None}
+    values["workers"] = None
     return argparse.Namespace(**{**values, **given})
 
 

@@ -74,6 +74,8 @@ def shard_count(args: argparse.Namespace) -> int:
     if not _forks_alike():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if args.workers:  # each shard has at least one worker process: --workers bounds them all
+        cores = min(cores, args.workers)
     return cores if cores > 1 else 0
 
 
