@@ -44,5 +44,6 @@ async def test_256_requests_at_concurrency_64() -> None:
 
 
 @pytest.mark.slow
-async def test_5000_requests_at_concurrency_64() -> None:
-    await _load(5000)
+async def test_2000_requests_at_concurrency_64() -> None:
+    # sustained: about thirty rounds of the whole concurrency, every one counted by the server
+    await _load(2000)

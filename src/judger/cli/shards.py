@@ -170,14 +170,31 @@ def _executor(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
     )
 
 
+def start_shards(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
+    """The shard processes, started now (their judgers built, their worker pools starting) while the
+    caller checks the config and the input; :func:`score_in_shards` then feeds them."""
+    executor = _executor(args, shards)
+    for _ in range(shards):  # one call each makes the executor start every process
+        executor.submit(_started)
+    return executor
+
+
+def _started() -> None:
+    """Nothing: a call that makes a shard process start."""
+
+
 def score_in_shards(
-    args: argparse.Namespace, shards: int, take: Callable[[Block], None], advance: Callable[[int], None]
+    executor: ProcessPoolExecutor,
+    args: argparse.Namespace,
+    shards: int,
+    take: Callable[[Block], None],
+    advance: Callable[[int], None],
 ) -> None:
-    """Score ``args.input`` in ``shards`` processes; ``take`` gets each block's result in file order.
+    """Score ``args.input`` on the shards of :func:`start_shards`; ``take`` gets each block's result
+    in file order. The shards are stopped before it returns.
 
     Exceptions of a shard (an unreadable file, a judger with ``on_error="raise"``) are raised here.
     """
-    executor = _executor(args, shards)
     pending: deque[Future[Block]] = deque()
     probe: int | None = None
     try:
