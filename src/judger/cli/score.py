@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -303,13 +303,18 @@ class _Outputs:
                 _say(f"{self.input}: {error}")
             self.tally.errors.append(error)
 
-    def add(self, chunk: Any) -> None:
+    def _write(self, write: Callable[[Any], None]) -> None:
+        """``write(sink)`` unless an earlier write failed; a failure is kept for the report and the
+        partial output dropped (the rows are still scored and tallied)."""
         if self.sink is not None and self.write_error is None:
             try:
-                self.sink.write(chunk.states, chunk.layout)
+                write(self.sink)
             except Exception as exc:
                 self.write_error = f"{type(exc).__name__}: {exc}"
                 self.sink.discard()
+
+    def add(self, chunk: Any) -> None:
+        self._write(lambda sink: sink.write(chunk.states, chunk.layout))
         self.tally.add(chunk.states)
         if self.report_sample is not None:
             self.report_sample.add(chunk.states)
@@ -317,12 +322,7 @@ class _Outputs:
     def add_block(self, block: Any) -> None:
         """A block judged by a shard process (:mod:`judger.cli.shards`): lines encoded, tally made."""
         self.report_errors(block.errors)
-        if self.sink is not None and self.write_error is None:
-            try:
-                self.sink.write_encoded(block.output, block.written)
-            except Exception as exc:
-                self.write_error = f"{type(exc).__name__}: {exc}"
-                self.sink.discard()
+        self._write(lambda sink: sink.write_encoded(block.output, block.written))
         self.tally.merge(block.tally)
 
     def discard(self) -> None:
