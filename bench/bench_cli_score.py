@@ -83,10 +83,14 @@ def wall_and_peak(cmd: list[str], src: Path = ROOT / "src") -> tuple[float, floa
     """Seconds from spawn to exit, and the peak RSS in MB of the largest process of its tree."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, _, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()  # a run that failed fast must not read as a fast run
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
-    proc.returncode = 0  # reaped above
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped above
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited with {proc.returncode}: {stderr.decode(errors='replace')[-500:]}")
     return elapsed, usage.ru_maxrss / 1024
 
 

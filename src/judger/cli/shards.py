@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,11 @@ from judger.trainer.io import RowError
 BLOCK_BYTES = 4 << 20
 """Bytes of lines per block: about 2,000 MATH rows, enough to amortise a hand-off, small enough
 that a shard holds little and the last block does not leave the other shards idle for long."""
+FIRST_CALL_BLOCKS = 6
+"""Blocks in a shard's first call: it reads them while its worker pool starts (most of a second,
+Math-Verify's import), instead of waiting on the pool with one block read."""
+CALL_BLOCKS = 2
+"""Blocks in every later call: one is read while the other's answers are graded on the pool."""
 MIN_SHARDED_BYTES = 48 << 20
 """Smaller files are scored in one process: starting shard processes would cost more than it saves."""
 _PROBE = "judger shard hash probe"
@@ -195,12 +201,12 @@ def score_in_shards(
 
     Exceptions of a shard (an unreadable file, a judger with ``on_error="raise"``) are raised here.
     """
-    pending: deque[Future[Block]] = deque()
+    pending: deque[Future[list[Block]]] = deque()
     probe: int | None = None
     try:
-        for number, data in _blocks(args.input):
-            pending.append(executor.submit(score_block, number, data))
-            if len(pending) >= 2 * shards:  # bounded: memory holds a few blocks per shard
+        for blocks in _calls(args.input, shards):
+            pending.append(executor.submit(score_blocks, blocks))
+            if len(pending) >= 2 * shards:  # bounded: memory holds a few calls per shard
                 probe = _take(pending.popleft(), probe, take, advance)
         while pending:
             probe = _take(pending.popleft(), probe, take, advance)
@@ -210,15 +216,32 @@ def score_in_shards(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
+def _calls(path: str, shards: int) -> Iterator[list[tuple[int, bytes]]]:
+    """The blocks of each call, in file order: :data:`FIRST_CALL_BLOCKS` for each shard's first
+    call, then :data:`CALL_BLOCKS`."""
+    blocks = _blocks(path)
+    for _ in range(shards):
+        first = list(islice(blocks, FIRST_CALL_BLOCKS))
+        if not first:
+            return
+        yield first
+    while batch := list(islice(blocks, CALL_BLOCKS)):
+        yield batch
+
+
 def _take(
-    future: Future[Block], probe: int | None, take: Callable[[Block], None], advance: Callable[[int], None]
-) -> int:
-    block = future.result()
-    if probe is not None and block.probe != probe:  # pragma: no cover - a start method that spawns
-        raise RuntimeError("shards hash prompt groups differently; run with --shards 1")
-    take(block)
-    advance(block.rows)
-    return block.probe
+    future: Future[list[Block]],
+    probe: int | None,
+    take: Callable[[Block], None],
+    advance: Callable[[int], None],
+) -> int | None:
+    for block in future.result():
+        if probe is not None and block.probe != probe:  # pragma: no cover - a start method that spawns
+            raise RuntimeError("shards hash prompt groups differently; run with --shards 1")
+        probe = block.probe
+        take(block)
+        advance(block.rows)
+    return probe
 
 
 # --- a shard process -------------------------------------------------------------------------------
@@ -254,8 +277,19 @@ def _start_shard(args: argparse.Namespace, pool_workers: int) -> None:
     gc.disable()
 
 
-def score_block(first_number: int, data: bytes) -> Block:
-    """Read, judge, tally and encode one block of lines (in a shard process)."""
+def score_blocks(blocks: list[tuple[int, bytes]]) -> list[Block]:
+    """Read, judge, tally and encode blocks of lines (in a shard process), all at once: while one
+    block's answers wait on the worker pool, the next block is read."""
+    assert _shard is not None, "score_blocks runs in a shard process started by score_in_shards"
+    gc.collect(1)  # the last call's cycles: only what was allocated since, never the frozen rest
+    return _shard.loop.run_until_complete(_score_all(blocks))
+
+
+async def _score_all(blocks: list[tuple[int, bytes]]) -> list[Block]:
+    return list(await asyncio.gather(*(_score_block(n, data) for n, data in blocks)))
+
+
+async def _score_block(first_number: int, data: bytes) -> Block:
     import io
 
     from judger.cli.score import score_states
@@ -264,8 +298,7 @@ def score_block(first_number: int, data: bytes) -> Block:
     from judger.core.rollout import Status
     from judger.trainer.io import json_rows, rollouts_of, state_to_row
 
-    assert _shard is not None, "score_block runs in a shard process started by score_in_shards"
-    gc.collect(1)  # the last block's cycles: only what was allocated since, never the frozen rest
+    assert _shard is not None
     args = _shard.args
     first = first_number == 1
     # newline=None: lines split as the one-process reader splits them; a BOM only opens the file
@@ -278,7 +311,7 @@ def score_block(first_number: int, data: bytes) -> Block:
     if chunk is None:
         return Block(0, [], tally, b"", 0)
     to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
-    _shard.loop.run_until_complete(score_states(_shard.judger, to_judge, args.batch_size))
+    await score_states(_shard.judger, to_judge, args.batch_size)
     tally.add(chunk.states)
     output = b"".join(encode_line(state_to_row(s)) for s in chunk.states) if args.output else b""
     rows_read = len(chunk.errors) + len(set(chunk.rows))
