@@ -128,8 +128,14 @@ def test_unreadable_input_and_bad_config_are_refused_before_any_shard(
     array.write_text("[" + _rows()[0] + "]\n")
     assert main(["score", "--no-progress", "--shards", "2", str(array)]) == 2
     assert "a JSON array, not JSON lines" in capsys.readouterr().err
-    assert main(["score", "--no-progress", "--shards", "2", str(tmp_path / "missing.jsonl")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    for shards_asked in ([], ["--shards", "2"]):  # -o reads the first row to choose: never a traceback
+        folder = tmp_path / "folder.jsonl"
+        folder.mkdir(exist_ok=True)
+        for missing in (tmp_path / "missing.jsonl", folder):
+            args = [*shards_asked, str(missing), "-o", str(tmp_path / "out.jsonl")]
+            assert main(["score", "--no-progress", *args]) == 2
+            err = capsys.readouterr().err
+            assert "no such file" in err or "is a directory" in err, err
     assert main(["score", "--no-progress", "--shards", "2", "--preset", "no_such", str(array)]) == 2
     assert "no_such" in capsys.readouterr().err
 

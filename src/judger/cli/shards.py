@@ -150,15 +150,16 @@ def first_row_is_state(path: str) -> bool:
     """Whether the file's first row is a RolloutState dump (which decides the output's layout)."""
     import json
 
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(row, dict) and "message" in row and "prompt" not in row
-    return False
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            line = next((line for line in fh if line.strip()), "")
+    except OSError:  # no such file, a directory: the reader says so, in its words
+        return False
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and "message" in row and "prompt" not in row
 
 
 def _executor(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
