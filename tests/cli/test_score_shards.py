@@ -178,7 +178,7 @@ def _state(
 def test_merged_tallies_summarise_as_one_tally() -> None:
     states = [
         _state("a", "g1", {"score": 1.0, "acc": True}),
-        _state("b", "g2", {"score": 0.0, "pred": "x"}),
+        _state("b", "g2", {"score": 0.0, "pred": "x", "tokens": 12}),  # a number only this one has
         _state("a", "g1", {"score": 0.0, "acc": False}),
         _state("a", "g3", None, Status.FAILED),
         _state("b", "g2", {"score": 1.0, "pred": 3}),  # a column that stops being numbers

@@ -94,13 +94,19 @@ class _Column:
         assert self.codes is not None
         self.codes.append(_MISSING if value is None else self._code(value))
 
-    def extend(self, other: _Column, n: int) -> None:
-        """Append ``other``'s ``n`` values (None for all ``n`` when ``other`` is a missing column)."""
+    def extend(self, other: _Column | None, n: int) -> None:
+        """Append ``other``'s ``n`` values; None: the other tally's samples never had this variable."""
+        if other is None:
+            if self.floats is not None:
+                self.floats.extend(array("d", [math.nan]) * n)
+            else:
+                assert self.codes is not None
+                self.codes.extend(array("q", [_MISSING]) * n)
+            return
         if self.floats is not None and other.floats is not None:
             self.floats.extend(other.floats)
             return
-        values = other.column(as_array=False) if other is not _ABSENT else [None] * n
-        for value in values:
+        for value in other.column(as_array=False):
             self.append(None if type(value) is float and math.isnan(value) else value)
 
     def column(self, as_array: bool = True) -> Any:
@@ -115,9 +121,6 @@ class _Column:
         assert self.codes is not None
         values = self.values
         return [None if c == _MISSING else values[c] for c in self.codes]
-
-
-_ABSENT = _Column(0)  # the column of a reward variable that one tally's samples never had
 
 
 class _Source:
@@ -250,7 +253,7 @@ class Tally:
             if key not in self._columns:
                 self._columns[key] = _Column(n)
         for key, column in self._columns.items():
-            column.extend(other._columns.get(key, _ABSENT), added)
+            column.extend(other._columns.get(key), added)
 
     def metrics(self) -> Metrics:
         """:func:`judger.trainer.metrics.compute_validation_metrics` of the samples added."""
