@@ -82,15 +82,17 @@ def wall(cmd: list[str], src: Path = ROOT / "src") -> float:
 def wall_and_peak(cmd: list[str], src: Path = ROOT / "src") -> tuple[float, float]:
     """Seconds from spawn to exit, and the peak RSS in MB of the largest process of its tree."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    assert proc.stderr is not None
-    stderr = proc.stderr.read()  # a run that failed fast must not read as a fast run
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped above
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} exited with {proc.returncode}: {stderr.decode(errors='replace')[-500:]}")
+    # stderr to a file, not a pipe: a pipe would be read until the last process holding it exits
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped above
+        if proc.returncode != 0:  # a run that failed fast must not read as a fast run
+            stderr.seek(0)
+            said = stderr.read().decode(errors="replace")[-500:]
+            sys.exit(f"{' '.join(cmd)} exited with {proc.returncode}: {said}")
     return elapsed, usage.ru_maxrss / 1024
 
 
