@@ -186,10 +186,14 @@ def _steps_child(path: str) -> None:
     t = cpu()
     tally.summary(1.0)
     metrics = cpu() - t
+    from judger.runtime.procpool.shared import shared_pool
+
+    handed = shared_pool().stats()["calls"]  # answers that crossed to a worker process
     close_shared_pool()
     print(
         f"JSON decoding alone {decode:.2f} s | reading into states (JSON included) {read:.2f} s | "
-        f"scoring {judging:.2f} s | tally {adding:.2f} s | metrics and summary {metrics:.2f} s"
+        f"scoring {judging:.2f} s | tally {adding:.2f} s | metrics and summary {metrics:.2f} s | "
+        f"answers graded on a worker: {handed:,}"
     )
 
 

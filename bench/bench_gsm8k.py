@@ -142,9 +142,23 @@ def main() -> None:
 
         return run
 
-    times, values = interleaved(
-        args.repeats, {"verl": run_verl, "default": judge(None), "compat": judge("verl")}
-    )
+    from judger.scorers.math.gsm8k import make_batch_scorer
+
+    responses, labels = [r for r, _ in pairs], [gt for _, gt in pairs]
+
+    def scorer_alone(compat: str | None) -> Callable[[], list[Any]]:
+        """judger's batch scorer over the same two lists: what ``batch_judge`` adds is the rest."""
+        scorer = make_batch_scorer(compat)
+        return lambda: scorer(responses, labels)
+
+    runs = {
+        "verl": run_verl,
+        "default": judge(None),
+        "compat": judge("verl"),
+        "scorer_default": scorer_alone(None),
+        "scorer_compat": scorer_alone("verl"),
+    }
+    times, values = interleaved(args.repeats, runs)
     verl_scores, ours, compat = values["verl"], values["default"], values["compat"]
     best = {name: min(ts) for name, ts in times.items()}
 
@@ -171,6 +185,8 @@ def main() -> None:
         ("verl `gsm8k.compute_score` loop (raw)", "verl"),
         ("judger `GSM8KJudgerConfig()` (default)", "default"),
         ('judger `GSM8KJudgerConfig(compat="verl")`', "compat"),
+        ("judger's batch scorer alone over the same lists (default)", "scorer_default"),
+        ('judger\'s batch scorer alone over the same lists (compat="verl")', "scorer_compat"),
     ]
     for label, name in rows:
         of_best, median = ratio(name)

@@ -21,13 +21,9 @@ from judger.runtime.procpool.shared import (
 
 def uses_pool(judger: Any) -> bool:
     """Whether the judger, or a branch of it (at any depth), scores on the shared worker processes."""
-    stack = [judger]
-    while stack:
-        current = stack.pop()
-        if getattr(current, "execution", None) == "process":
-            return True
-        stack.extend(getattr(current, "branches", {}).values())
-    return False
+    from judger.judgers.composed import leaf_judgers
+
+    return any(getattr(leaf, "execution", None) == "process" for leaf in leaf_judgers(judger))
 
 
 def start_pools(judger: Any) -> None:

@@ -70,13 +70,13 @@ def shard_count(args: argparse.Namespace) -> int:
         return 0 if args.shards <= 1 else args.shards
     if args.config or args.html or not _plain_jsonl(args.input) or not _plain_jsonl(args.output, True):
         return 0
-    if args.output and first_row_is_state(args.input):
-        return 0  # its output's layout may depend on the rows of the whole first chunk
     try:
         if os.path.getsize(args.input) < MIN_SHARDED_BYTES:
             return 0
     except OSError:
         return 0
+    if args.output and first_row_is_state(args.input):
+        return 0  # its output's layout may depend on the rows of the whole first chunk
     if not _forks_alike():
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -96,17 +96,11 @@ def rule_based(judger: Any) -> bool:
     """Whether every branch of ``judger`` is a rule preset (a scorer run inline or on the process
     pool): the judgers whose work shards share out. An LLM verifier or a handler calling a server
     waits on that server, and shards would only multiply the load on it."""
+    from judger.judgers.composed import leaf_judgers
     from judger.presets.base import ScorerJudger
 
-    stack = [judger]
-    while stack:
-        current = stack.pop()
-        branches = getattr(current, "branches", None)
-        if isinstance(branches, dict):
-            stack.extend(branches.values())
-        elif not isinstance(current, ScorerJudger):  # a preset given a handler is a NativeJudger
-            return False
-    return True
+    # a preset given a handler is a NativeJudger
+    return all(isinstance(leaf, ScorerJudger) for leaf in leaf_judgers(judger))
 
 
 def refusal(args: argparse.Namespace) -> str | None:

@@ -188,11 +188,15 @@ class Tally:
                 entry = by_name[data_source] = self._source_of(data_source)
             self._add(state, entry)
         if self._k:
-            for example in examples(states, self._k):
-                name = example["data_source"]
-                if self._taken.get(name, 0) < self._k:
-                    self._taken[name] = self._taken.get(name, 0) + 1
-                    self.examples.append(example)
+            self._take_examples(examples(states, self._k))
+
+    def _take_examples(self, candidates: list[dict[str, Any]]) -> None:
+        """Keep the candidates while their data_source has fewer than ``k`` examples."""
+        for example in candidates:
+            name = example["data_source"]
+            if self._taken.get(name, 0) < self._k:
+                self._taken[name] = self._taken.get(name, 0) + 1
+                self.examples.append(example)
 
     def _add(self, state: RolloutState, where: tuple[_Source, int]) -> None:
         self.samples += 1
@@ -236,11 +240,7 @@ class Tally:
         """Add the samples ``other`` tallied, as if they had been added here after ours (a shard of
         the same file scored in another process; prompt groups hashed with the same hash secret)."""
         self.samples += other.samples
-        for example in other.examples:
-            name = example["data_source"]
-            if self._taken.get(name, 0) < self._k:
-                self._taken[name] = self._taken.get(name, 0) + 1
-                self.examples.append(example)
+        self._take_examples(other.examples)
         codes = []
         for name, theirs in other._sources.items():  # their codes number their sources in order
             mine, code = self._source_of(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from judger.core.deadlines import judge_deadline
@@ -86,6 +86,19 @@ def check_branches(branches: dict[Any, Any]) -> None:
             "ComposedJudger branch must be a Judger instance (or a judger config). "
             f"branch={name!r}, type={type(branch).__name__}"
         )
+
+
+def leaf_judgers(judger: Any) -> Iterator[Any]:
+    """The judgers that judge under ``judger``: itself, or the leaves of its branches at any depth
+    (anything with a ``branches`` dict is a composition)."""
+    stack = [judger]
+    while stack:
+        current = stack.pop()
+        branches = getattr(current, "branches", None)
+        if isinstance(branches, dict):
+            stack.extend(branches.values())
+        else:
+            yield current
 
 
 class ComposedJudger(BatchJudger):
