@@ -1,7 +1,5 @@
-"""`python -m judger` runs the CLI."""
+"""`python -m judger` runs the CLI, as the ``judger`` console script does."""
 
-import sys
+from judger.cli.main import entry
 
-from judger.cli.main import main
-
-sys.exit(main())
+entry()

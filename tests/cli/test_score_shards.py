@@ -64,6 +64,9 @@ def test_sharded_run_matches_one_process_byte_for_byte(
     text = "\ufeff" + "\n".join(lines[:half]) + "\n" + "\r\n".join(lines[half:]) + "\r\n"
     src.write_bytes(text.encode())
     monkeypatch.setattr(shards, "BLOCK_BYTES", 16 << 10)  # dozens of blocks, groups cut in two
+    # shards started by a fork server (this test process may run threads); the command's own
+    # process forks them: test_the_command_forks_its_shards
+    monkeypatch.setattr(shards, "_forks_here", lambda: False)
     one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
 
     code_one, summary_one, err_one = _run([str(src), "--shards", "1", "-o", str(one)], capsys)
@@ -79,6 +82,46 @@ def test_sharded_run_matches_one_process_byte_for_byte(
     assert summary_one["data_sources"]["DigitalLearningGmbH/MATH-lighteval"]["samples"] == 240
     assert len(summary_one["examples"]) == 4
     assert src.stat().st_size > (16 << 10) * 4  # it was sharded into blocks
+
+
+_COMMAND = """
+import sys
+from judger.cli import shards
+chosen = shards._shard_context
+def spy():
+    ctx, forked = chosen()
+    with open(sys.argv[1], "a") as fh:
+        fh.write(f"{forked}\\n")
+    return ctx, forked
+shards._shard_context = spy
+shards.BLOCK_BYTES = 16 << 10
+from judger.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_the_command_forks_its_shards_and_scores_as_one_process(tmp_path: Path) -> None:
+    """The command run as users run it (a process of its own, one thread): its shards are forked
+    from it, and its output, report and exit code are those of one process."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(_rows()) + "\n")
+    chosen = tmp_path / "chosen.txt"
+    runs = []
+    for n in ("1", "2"):
+        out = tmp_path / f"out{n}.jsonl"
+        args = ["score", "--no-progress", "--format", "json", str(src), "--shards", n, "-o", str(out)]
+        done = subprocess.run(
+            [sys.executable, "-c", _COMMAND, str(chosen), *args], capture_output=True, text=True, timeout=300
+        )
+        summary = json.loads(done.stdout)
+        summary.pop("elapsed_s"), summary.pop("samples_per_s")
+        runs.append((done.returncode, summary, done.stderr, out.read_bytes()))
+    assert chosen.read_text() == "True\n"  # one sharded run, and it forked
+    assert runs[1] == runs[0]
+    assert runs[0][0] == 1 and runs[0][1]["judged"] == 299 and "row 9: not valid JSON" in runs[0][2]
 
 
 @pytest.mark.slow  # the default config's run above covers the shards on every interpreter
@@ -159,6 +202,17 @@ def test_large_jsonl_with_the_default_config_is_sharded_by_default(
     assert shards.shard_count(args) == 0  # one core: nothing to gain
 
 
+def test_shards_fork_only_from_a_process_with_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    ctx, forked = shards._shard_context()
+    assert forked and ctx.get_start_method() == "fork"
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # a pool's dispatcher, a progress bar
+    ctx, forked = shards._shard_context()
+    assert not forked and ctx.get_start_method() == "forkserver"
+
+
 def _args(**given: Any) -> Any:
     import argparse
 
@@ -211,3 +265,18 @@ def test_only_rule_presets_are_sharded_unasked() -> None:
     mixed = ComposedJudgerConfig(branches={"math": MathJudgerConfig(), "own": own})
     assert not shards.rule_based(build_judger(mixed))
     assert not shards.rule_based(build_judger(GSM8KJudgerConfig(reward_handler=handler)))
+
+
+def test_a_pool_server_is_started_for_judgers_that_may_grade_on_workers() -> None:
+    from judger import GSM8KJudgerConfig, MathJudgerConfig, build_judger
+    from judger.cli.pools import may_use_pool, uses_pool
+    from judger.cli.score import default_config
+    from judger.compat.verl.router import VerlDefaultJudgerConfig
+
+    router = build_judger(default_config())
+    assert not uses_pool(router)  # its routes are built on first use: none yet
+    assert may_use_pool(router)  # ... and the MATH route grades on the pool
+    assert may_use_pool(build_judger(MathJudgerConfig()))
+    assert not may_use_pool(build_judger(GSM8KJudgerConfig()))
+    inline_only = {name: GSM8KJudgerConfig() for name in ("math", "dapo", "prime_math", "geo3k")}
+    assert not may_use_pool(build_judger(VerlDefaultJudgerConfig(overrides=inline_only)))

@@ -185,3 +185,70 @@ def test_parse_row_checks_keys_of_rows_not_from_a_decoder(row) -> None:
     odd["reward_model"] = {"ground_truth": "1", 3: "x"}
     with pytest.raises(ValidationError, match="reward_model"):
         parse_row(odd, 1)
+
+
+def _variants(row) -> list[dict]:
+    """verl rows of the common shape and rows just off it (the reader's fast path must give what
+    parse_row gives for the first, and leave the others to parse_row)."""
+    base = row("7", "7", uid="u0")
+    base["extra_info"] = {"index": 3}
+    out = [
+        base,
+        {**base, "note": "kept", "reward": {"score": 1.0}, "score": 0.0},  # old output columns dropped
+        {**base, "uid": 12},
+        {k: v for k, v in base.items() if k not in ("uid", "extra_info")},
+        {**base, "extra_info": {}},
+        {**base, "data_source": None},
+        {**base, "prompt": []},
+        {**base, "prompt": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]},
+        {**base, "response": ""},
+    ]
+    off = [
+        {**base, "response": None},
+        {**base, "uid": True},
+        {**base, "uid": 1.5},
+        {**base, "data_source": {"gsm8k": 1.0}},
+        {**base, "data_source": 5},
+        {**base, "prompt": "plain"},
+        {**base, "prompt": '[{"role": "user", "content": "q"}]'},
+        {**base, "prompt": [["user", "q"]]},
+        {**base, "reward_model": '{"ground_truth": "7"}'},
+        {**base, "reward_model": {"style": "rule"}},
+        {**base, "extra_info": '{"index": 3}'},
+        {**base, "extra_info": [1]},
+        {**base, "status": "completed"},
+        {**base, "message": []},
+        {**base, "responses": ["1"]},
+        {k: v for k, v in base.items() if k != "data_source"},
+    ]
+    return [*[(r, True) for r in out], *[(r, False) for r in off]]
+
+
+def test_the_fast_row_reader_gives_what_parse_row_gives(row) -> None:
+    from judger.trainer.io import parse_row, plain_row_reader
+
+    read = plain_row_reader()
+    for given, plain in _variants(row):
+        fast = read(json.loads(json.dumps(given)))
+        if not plain:
+            assert fast is None, given
+            continue
+        assert fast is not None, given
+        (slow,), _ = parse_row(json.loads(json.dumps(given)), 1, decoded=True)
+        assert fast.__dict__ == slow.__dict__, given
+        assert fast.model_fields_set == slow.model_fields_set, given
+        assert fast.model_dump_json() == RolloutState.model_validate(slow.model_dump()).model_dump_json()
+
+
+def test_rows_the_fast_reader_leaves_are_read_or_refused_as_before(write_jsonl, row) -> None:
+    rows = [r for r, plain in _variants(row) if not plain]
+    got = read_rollouts(write_jsonl(rows))
+    errors = {e.row: e.message for e in got.errors}
+    # refused by parse_row, in its words; the rest read as before
+    assert sorted(errors) == [5, 8, 10, 12, 15, 16]
+    assert "data_source" in errors[5] and "'prompt' must be a list of chat messages" in errors[8]
+    assert "has both 'response' and 'responses'" in errors[15]
+    assert "missing column 'data_source'" in errors[16]
+    assert len(got.states) == len(rows) - len(errors)
+    messages = [s.message[0]["content"] for s in got.states]
+    assert messages.count("plain") == 1 and messages.count("q") == 1  # the string and JSON-text prompts

@@ -26,6 +26,20 @@ def uses_pool(judger: Any) -> bool:
     return any(getattr(leaf, "execution", None) == "process" for leaf in leaf_judgers(judger))
 
 
+def may_use_pool(judger: Any) -> bool:
+    """:func:`uses_pool`, counting the routes a router builds on first use (the default routing)."""
+    stack = [judger]
+    while stack:
+        current = stack.pop()
+        unbuilt = getattr(current, "unbuilt_executions", None)
+        if callable(unbuilt) and "process" in unbuilt():
+            return True
+        branches = getattr(current, "branches", None)
+        if isinstance(branches, dict):
+            stack.extend(branches.values())
+    return uses_pool(judger)
+
+
 def start_pools(judger: Any) -> None:
     """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
     if uses_pool(judger):

@@ -394,24 +394,23 @@ def _guarded(outputs: _Outputs, work: Any) -> int | None:
 def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
     """Score the file in ``shards`` processes (:mod:`judger.cli.shards`), reported as one run; None
     when the judger is not one that shards share out (and ``--shards`` was not asked for)."""
+    from judger.cli.pools import may_use_pool
     from judger.cli.shards import rule_based, score_in_shards, start_shards
     from judger.trainer.io import InputError, iter_rollouts
 
-    executor = start_shards(args, shards)  # they start while the config and the file are checked
     try:
         judger = build(args)  # a bad config is refused here, by name, as in one process
     except ConfigError as exc:
-        executor.shutdown(cancel_futures=True)
         _say(f"judger score: {exc}")
         return EXIT_UNUSABLE
     judger.close()
     if args.shards is None and not rule_based(judger):
-        executor.shutdown(cancel_futures=True)
         return None
+    running = start_shards(args, shards, pools=may_use_pool(judger))  # they start while the file is checked
     try:  # an unreadable file is refused as the one-process run refuses it
         next(iter_rollouts(args.input, 1, require_data_source=not args.preset), None)
     except InputError as exc:
-        executor.shutdown(cancel_futures=True)
+        running.shutdown()
         _say(f"judger score: {exc}")
         return EXIT_UNUSABLE
     outputs = _Outputs(args)
@@ -420,12 +419,15 @@ def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
 
     def work() -> None:
         with progress_bar("rows", None, enabled=show_progress) as advance:
-            score_in_shards(executor, args, shards, outputs.add_block, advance)
+            score_in_shards(running, args, shards, outputs.add_block, advance)
 
-    stopped = _guarded(outputs, work)
-    if stopped is not None:
-        return stopped
-    return _finish(args, outputs, time.perf_counter() - start)
+    try:
+        stopped = _guarded(outputs, work)
+        if stopped is not None:
+            return stopped
+        return _finish(args, outputs, time.perf_counter() - start)
+    finally:
+        running.shutdown()
 
 
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:

@@ -156,28 +156,79 @@ def first_row_is_state(path: str) -> bool:
     return isinstance(row, dict) and "message" in row and "prompt" not in row
 
 
-def _executor(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
-    from judger.runtime.procpool.forkserver import default_start_method, worker_context
+@dataclass
+class Shards:
+    """The shard processes of a run, and the fork server of their worker pools (None when the
+    judger scores nothing on worker processes)."""
+
+    executor: ProcessPoolExecutor
+    pool_server: Any = None
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        """Stop the shards (calls not started are dropped); ``wait``: until they have exited, and
+        then stop their pools' fork server (without, the shards exit while the caller goes on)."""
+        from judger.runtime.procpool.forkserver import stop_fork_server
+
+        try:
+            self.executor.shutdown(wait=wait, cancel_futures=True)
+        finally:
+            if wait and self.pool_server is not None:
+                stop_fork_server(self.pool_server)
+                self.pool_server = None
+
+
+def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shards:
+    """The shard processes, started now (their judgers built, their worker pools starting) while the
+    caller checks the input; :func:`score_in_shards` then feeds them. ``pools``: the judger may
+    score on worker processes (:func:`judger.cli.pools.may_use_pool`)."""
+    from judger.runtime.procpool.forkserver import fork_server_handle, start_fork_server
+    from judger.runtime.procpool.shared import default_preload
 
     # each shard runs its process-run scorers on a pool of its own: the --workers asked, shared out
     pool_workers = max(1, (args.workers or os.cpu_count() or 1) // shards)
-    # one fork server forks every shard: they share its hash secret (prompt groups hash alike), and
-    # the modules it imported once
-    ctx = worker_context(default_start_method())
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(list(_SHARD_PRELOAD))
-    return ProcessPoolExecutor(
-        shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers)
+    # One fork server forks every shard's pool workers: Math-Verify's import and warm-up (a second
+    # of CPU) is paid once, while the shards start, instead of once in a server of each shard's own.
+    # It starts first, so that shards forked from here inherit its pipe.
+    pool_server = start_fork_server(default_preload()) if pools else None
+    ctx, forked = _shard_context()
+    handle = fork_server_handle(pool_server, forked=forked) if pool_server is not None else None
+    executor = ProcessPoolExecutor(
+        shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers, handle)
     )
-
-
-def start_shards(args: argparse.Namespace, shards: int) -> ProcessPoolExecutor:
-    """The shard processes, started now (their judgers built, their worker pools starting) while the
-    caller checks the config and the input; :func:`score_in_shards` then feeds them."""
-    executor = _executor(args, shards)
     for _ in range(shards):  # one call each makes the executor start every process
         executor.submit(_started)
-    return executor
+    return Shards(executor, pool_server)
+
+
+def _shard_context() -> tuple[Any, bool]:
+    """The multiprocessing context shards start in, and whether it forks this process.
+
+    All shards must hash alike (prompt groups are merged by hash). Forked from this process they
+    do, and start at once with everything it has imported (:func:`_forks_here` says when that is
+    safe). Otherwise one fork server forks them all, importing :data:`_SHARD_PRELOAD` once.
+    """
+    import importlib
+    import multiprocessing as mp
+
+    from judger.runtime.procpool.forkserver import default_start_method, worker_context
+
+    if _forks_here():
+        for name in _SHARD_PRELOAD:  # imported once here, not once in each shard
+            importlib.import_module(name)
+        return mp.get_context("fork"), True
+    ctx = worker_context(default_start_method())
+    ctx.set_forkserver_preload(list(_SHARD_PRELOAD))
+    return ctx, False
+
+
+def _forks_here() -> bool:
+    """Whether this process may fork: on Linux, while it runs no other thread (the command's own
+    process, before its first worker pool or progress bar). A fork copies every lock as it stands,
+    and one held by another thread would never be released in the child."""
+    import sys
+    import threading
+
+    return sys.platform == "linux" and threading.active_count() == 1
 
 
 def _started() -> None:
@@ -185,17 +236,19 @@ def _started() -> None:
 
 
 def score_in_shards(
-    executor: ProcessPoolExecutor,
+    running: Shards,
     args: argparse.Namespace,
     shards: int,
     take: Callable[[Block], None],
     advance: Callable[[int], None],
 ) -> None:
     """Score ``args.input`` on the shards of :func:`start_shards`; ``take`` gets each block's result
-    in file order. The shards are stopped before it returns.
+    in file order. The shards are told to stop before it returns (the caller waits for them with
+    ``running.shutdown()``: they exit while it reports).
 
     Exceptions of a shard (an unreadable file, a judger with ``on_error="raise"``) are raised here.
     """
+    executor = running.executor
     pending: deque[Future[list[Block]]] = deque()
     probe: int | None = None
     try:
@@ -208,7 +261,7 @@ def score_in_shards(
     finally:
         for future in pending:
             future.cancel()
-        executor.shutdown(wait=True, cancel_futures=True)
+        running.shutdown(wait=False)
 
 
 def _calls(path: str, shards: int) -> Iterator[list[tuple[int, bytes]]]:
@@ -252,9 +305,11 @@ class _Shard:
 _shard: _Shard | None = None
 
 
-def _start_shard(args: argparse.Namespace, pool_workers: int) -> None:
+def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any) -> None:
     from judger.cli import score
-    from judger.cli.pools import size_process_pool, start_pools
+    from judger.cli.pools import may_use_pool, size_process_pool, start_pools
+    from judger.runtime.procpool.forkserver import adopt_fork_server
+    from judger.runtime.procpool.shared import shared_pool
 
     global _shard
     # Ctrl-C reaches the whole process group: the main process stops the run and the shards with
@@ -262,7 +317,13 @@ def _start_shard(args: argparse.Namespace, pool_workers: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     judger = score.build(args)
     size_process_pool(pool_workers)
-    start_pools(judger)  # its workers start while the first block is read
+    # workers forked from the run's pool server (see start_shards) start at once, so they start now
+    # for a router's routes too; with a server of the shard's own, only for a judger that needs them
+    if pool_server is not None and adopt_fork_server(pool_server):
+        if may_use_pool(judger):
+            shared_pool().start()
+    else:
+        start_pools(judger)
     _shard = _Shard(args, judger, asyncio.new_event_loop())
     # A block's rows hold no reference cycles: reference counting frees them when the block is
     # done. The collector would only re-scan them (a quarter of a block's time), so it is off while a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
 from numbers import Integral, Real
 from typing import Annotated, Any
@@ -199,6 +199,18 @@ class RolloutState(BaseModel):
     def ground_truth(self) -> Any:
         """``reward_model["ground_truth"]``, or None when there is no reward model."""
         return self.reward_model.get("ground_truth") if self.reward_model else None
+
+
+def checked_builder() -> Callable[[dict[str, Any]], RolloutState]:
+    """:meth:`RolloutState.from_checked`, with its per-class lookups done once: for a reader that
+    builds a state per row."""
+    names = _field_names(RolloutState)
+    defaults, factories = _defaults()
+
+    def build(values: dict[str, Any]) -> RolloutState:
+        return _build_checked(values, names, defaults, factories)
+
+    return build
 
 
 def _build_checked(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from judger.core.errors import InputError
-from judger.core.rollout import RolloutState, Status
+from judger.core.rollout import RolloutState, Status, checked_builder
 from judger.trainer.verl_row import decode_nested as decode_nested
 from judger.trainer.verl_row import messages_of as messages_of
 from judger.trainer.verl_row import read_verl_row
@@ -212,6 +212,57 @@ def parse_row(
     ], "verl"
 
 
+def plain_row_reader() -> Callable[[dict[str, Any]], RolloutState | None]:
+    """``read(row)``: the state :func:`parse_row` gives a decoded verl row of the common shape (one
+    string ``response``, chat messages, a ``reward_model`` object, ``extra_info`` an object or
+    absent, ``data_source`` and ``uid`` plain, no ``status``), built in one step; None for any other
+    row, which :func:`parse_row` then reads (and refuses, if it must, in its words)."""
+    build = checked_builder()
+    verl_columns, skipped = _VERL_COLUMNS, _VERL_COLUMNS | _OUTPUT_COLUMNS
+    completed = Status.COMPLETED
+
+    def read(row: dict[str, Any]) -> RolloutState | None:
+        response, prompt, reward_model = row.get("response"), row.get("prompt"), row.get("reward_model")
+        data_source, extra_info, uid = row.get("data_source"), row.get("extra_info"), row.get("uid")
+        if (
+            type(response) is not str
+            or type(prompt) is not list
+            or type(reward_model) is not dict
+            or "ground_truth" not in reward_model
+            or (data_source is not None and type(data_source) is not str)
+            or (extra_info is not None and type(extra_info) is not dict)
+            or (uid is not None and type(uid) is not int and type(uid) is not str)
+            or "data_source" not in row
+            or "responses" in row
+            or "status" in row
+            or "message" in row
+        ):
+            return None
+        messages = []
+        for message in prompt:
+            if type(message) is not dict:
+                return None
+            messages.append(dict(message))
+        extra: dict[str, Any] = {} if extra_info is None else {"extra_info": extra_info}
+        if len(row) > len(verl_columns.intersection(row)):
+            columns = {k: v for k, v in row.items() if k not in skipped}
+            if columns:
+                extra["columns"] = columns
+        return build(
+            {
+                "data_source": data_source,
+                "group_id": uid,
+                "status": completed,
+                "message": messages,
+                "reward_model": dict(reward_model),
+                "response": response,
+                "extra_fields": extra,
+            }
+        )
+
+    return read
+
+
 def _responses(row: dict[str, Any]) -> list[Any]:
     """The row's responses: ``[response]``, or its ``responses`` list; each a string or None."""
     if "response" in row and "responses" in row:
@@ -288,11 +339,16 @@ def rollouts_of(
 ) -> Iterator[Rollouts]:
     """:func:`iter_rollouts` over rows already opened (:func:`json_rows` of lines in memory)."""
     out, layouts, seen = Rollouts(), set(), 0
+    plain = plain_row_reader()
     try:
         for number, row in rows:
             seen += 1
             if isinstance(row, RowError):
                 out.errors.append(row)
+            elif type(row) is dict and (state := plain(row)) is not None:
+                layouts.add("verl")
+                out.states.append(state)
+                out.rows.append(number)
             else:
                 try:
                     states, layout = parse_row(

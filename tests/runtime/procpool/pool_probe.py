@@ -8,3 +8,14 @@ def parser_built() -> bool:
     from judger.scorers.math import grade
 
     return grade._configs.cache_info().currsize == 1
+
+
+IMPORTED_IN = __import__("os").getpid()
+"""The process that imported this module: a fork server's preload is imported there, not in each worker."""
+
+
+def where() -> tuple[int, int]:
+    """``(the process that imported this module, this process's parent)``."""
+    import os
+
+    return IMPORTED_IN, os.getppid()

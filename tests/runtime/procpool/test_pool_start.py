@@ -33,7 +33,7 @@ def test_workers_start_with_the_math_parser_already_built(monkeypatch: pytest.Mo
     import pool_probe
 
     # the shared pool's preload grades a few answers, so no sample's deadline builds the parser
-    with ProcessPool(1, start_method="spawn", preload=shared._default_preload()) as pool:
+    with ProcessPool(1, start_method="spawn", preload=shared.default_preload()) as pool:
         assert pool.run_sync(pool_probe.parser_built)
     with ProcessPool(1, start_method="spawn", preload=("math_verify",)) as pool:
         assert not pool.run_sync(pool_probe.parser_built)  # what the probe tells apart

@@ -56,6 +56,17 @@ class VerlRouterJudger(ComposedJudger):
             self.branches[name] = judger
         return judger
 
+    def unbuilt_executions(self) -> set[Any]:
+        """``execution`` of each route not built yet ("inline", "process"; None for a judger without
+        one): whoever starts worker processes before the first sample must count these routes too."""
+        out: set[Any] = set()
+        for name in ROUTES_BY_NAME:
+            if name not in self.branches:
+                override = self.overrides.get(name)
+                source = override if override is not None else route_config(name, self.compat)
+                out.add(getattr(source, "execution", None))
+        return out
+
 
 class VerlDefaultJudgerConfig(JudgerConfig):
     """Config of :class:`VerlRouterJudger`: verl's ``default_compute_score`` as a judger.

@@ -3,6 +3,9 @@
 - :func:`worker_process_class`: forkserver processes that do not re-import the caller's
   ``__main__`` (scripts, notebooks and Ray's worker entry point would run again in every worker).
 - :func:`forget_parents_fork_server`: after ``os.fork`` a child must start a fork server of its own.
+- :func:`start_fork_server` / :func:`adopt_fork_server`: a second fork server, started by one
+  process and used by its forkserver children for their own workers, so that what it preloads is
+  imported once for all of them instead of once in each child's server.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -118,3 +123,73 @@ def forget_parents_fork_server() -> None:
     for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_inherited_fds"):
         if hasattr(server, name):
             setattr(server, name, None)
+
+
+ForkServerHandle = dict[str, Any]
+"""What a child needs to reach a fork server its ancestor started: the server's socket address
+(and, on Pythons that have one, its authentication key)."""
+
+
+def start_fork_server(preload: Sequence[str]) -> Any:
+    """A fork server of its own (not multiprocessing's process-wide one), started now: it imports
+    ``preload`` while the caller goes on. Stop it with :func:`stop_fork_server`; it also exits with
+    the last process holding its start pipe (this one: the pipe is not inherited)."""
+    from multiprocessing import forkserver
+
+    server = forkserver.ForkServer()
+    server.set_forkserver_preload(list(preload))
+    server.ensure_running()
+    return server
+
+
+def fork_server_handle(server: Any, *, forked: bool) -> ForkServerHandle:
+    """What :func:`adopt_fork_server` needs in a child. ``forked``: for a child this process forks,
+    which inherits the server's alive pipe (a child started by a fork server has its own)."""
+    names = _HANDLE + (("_forkserver_alive_fd",) if forked else ())
+    return {name: getattr(server, name) for name in names if hasattr(server, name)}
+
+
+def stop_fork_server(server: Any) -> None:
+    """Stop a server of :func:`start_fork_server` and wait for it. It holds no state, so it is
+    killed: told to stop, it would tear down an interpreter full of what it preloaded (a third of a
+    second for Math-Verify and sympy) while its owner waits."""
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError, ChildProcessError):
+        server._stop()
+
+
+_HANDLE = ("_forkserver_address", "_forkserver_authkey")
+
+
+def adopt_fork_server(handle: ForkServerHandle) -> bool:
+    """Start this process's forkserver workers from the server of ``handle`` (which an ancestor
+    started, see :func:`start_fork_server`, and keeps running while this process lives) instead of
+    a server of this process's own; False (nothing changed) where that cannot be done.
+
+    Every new worker is handed the pipe that tells a server its clients are alive: the handle's
+    (a child forked from the server's owner) or this process's (a child of a fork server).
+    multiprocessing would check that the server is its child (``waitpid``) and start another: here
+    nothing is checked, the server is the ancestor's.
+    """
+    from multiprocessing import forkserver, resource_tracker
+
+    server = getattr(forkserver, "_forkserver", None)
+    if (
+        server is None
+        or not handle.get("_forkserver_address")
+        or handle.get("_forkserver_alive_fd", getattr(server, "_forkserver_alive_fd", None)) is None
+        or getattr(server, "_forkserver_pid", None) is not None  # a server of this process's own
+        or not all(hasattr(server, name) for name in handle)
+    ):
+        return False
+    for name, value in handle.items():
+        setattr(server, name, value)
+
+    def ensure_running() -> None:
+        resource_tracker.ensure_running()
+
+    server.ensure_running = ensure_running
+    return True

@@ -11,7 +11,13 @@ from typing import Any
 from judger.runtime.procpool.forkserver import forget_parents_fork_server
 from judger.runtime.procpool.pool import ProcessPool
 
-__all__ = ["close_shared_pool", "configure_shared_pool", "shared_pool", "shared_pool_options"]
+__all__ = [
+    "close_shared_pool",
+    "configure_shared_pool",
+    "default_preload",
+    "shared_pool",
+    "shared_pool_options",
+]
 
 
 _shared: ProcessPool | None = None
@@ -24,7 +30,8 @@ _PRELOAD = ("judger.runtime.procpool.worker", "math_verify", "judger.scorers.mat
 use of its parser (the scorers' warm-up module), are the slowest part of a worker's start."""
 
 
-def _default_preload() -> list[str]:
+def default_preload() -> list[str]:
+    """The modules the shared pool's workers import before their first call (those installed)."""
     return [m for m in _PRELOAD if importlib.util.find_spec(m)]
 
 
@@ -41,7 +48,7 @@ def shared_pool() -> ProcessPool:
     with _shared_lock:
         pool = _shared
         if pool is None or pool.closed or pool.owner_pid != os.getpid():
-            options = {"preload": _default_preload(), "name": "shared_pool", **_shared_options}
+            options = {"preload": default_preload(), "name": "shared_pool", **_shared_options}
             pool = _shared = ProcessPool(**options)
             # A multiprocessing child ends by joining its own children, then os._exit: atexit never
             # runs there. Close the pool before that join, or it waits on our workers for ever.
