@@ -316,3 +316,28 @@ def test_unique_rows_groups_rows_of_equal_bytes_as_numpy_groups_equal_rows() -> 
     distinct, inverse = unique_rows(odd)
     assert len(distinct) == 3 and inverse[2] == inverse[3] and inverse[0] != inverse[1]
     assert np.array_equal(distinct[inverse], odd, equal_nan=True)
+
+
+def test_distinct_values_are_numpy_uniques_without_importing_numpy_ma() -> None:
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from judger.trainer.metrics import _distinct
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(0, 12))
+        floats = rng.choice([0.0, -0.0, 1.0, 0.5, np.nan, 2.0, -1.0], size=n)
+        assert np.array_equal(_distinct(floats), np.unique(floats), equal_nan=True), floats
+        ints = rng.integers(0, 5, size=n)
+        assert np.array_equal(_distinct(ints), np.unique(ints))
+    # the metrics of a whole run, in a fresh process: numpy.ma stays unloaded
+    code = (
+        "import sys; from judger.trainer.metrics import process_validation_metrics as p; "
+        "p(['a'] * 6, [0, 0, 1, 1, 2, 2], {'score': [1.0, 0.0, 1.0, 1.0, 0.5, 0.0], 'pred': list('xyxxzy')}); "
+        "print('numpy.ma' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

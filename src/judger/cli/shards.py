@@ -24,13 +24,15 @@ import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judger.trainer.io import RowError
+
+if TYPE_CHECKING:  # the command imports this module to decide; only a sharded run needs these
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 BLOCK_BYTES = 4 << 20
 """Bytes of lines per block: about 2,000 MATH rows, enough to amortise a hand-off, small enough
@@ -192,6 +194,8 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
     pool_server = start_fork_server(default_preload()) if pools else None
     ctx, forked = _shard_context()
     handle = fork_server_handle(pool_server, forked=forked) if pool_server is not None else None
+    from concurrent.futures import ProcessPoolExecutor
+
     executor = ProcessPoolExecutor(
         shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers, handle)
     )
