@@ -64,9 +64,8 @@ def test_sharded_run_matches_one_process_byte_for_byte(
     text = "\ufeff" + "\n".join(lines[:half]) + "\n" + "\r\n".join(lines[half:]) + "\r\n"
     src.write_bytes(text.encode())
     monkeypatch.setattr(shards, "BLOCK_BYTES", 16 << 10)  # dozens of blocks, groups cut in two
-    # shards started by a fork server (this test process may run threads); the command's own
-    # process forks them: test_the_command_forks_its_shards
-    monkeypatch.setattr(shards, "_forks_here", lambda: False)
+    # shards started by a fork server, as in any program that calls main(); the command's own
+    # process forks them: test_the_command_forks_its_shards_and_scores_as_one_process
     one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
 
     code_one, summary_one, err_one = _run([str(src), "--shards", "1", "-o", str(one)], capsys)
@@ -87,16 +86,16 @@ def test_sharded_run_matches_one_process_byte_for_byte(
 _COMMAND = """
 import sys
 from judger.cli import shards
-chosen = shards._shard_context
+chosen, record = shards._shard_context, sys.argv.pop(1)
 def spy():
     ctx, forked = chosen()
-    with open(sys.argv[1], "a") as fh:
+    with open(record, "a") as fh:
         fh.write(f"{forked}\\n")
     return ctx, forked
 shards._shard_context = spy
 shards.BLOCK_BYTES = 16 << 10
-from judger.cli.main import main
-sys.exit(main(sys.argv[2:]))
+from judger.cli.main import entry
+entry()  # as the console script runs it
 """
 
 
@@ -202,10 +201,16 @@ def test_large_jsonl_with_the_default_config_is_sharded_by_default(
     assert shards.shard_count(args) == 0  # one core: nothing to gain
 
 
-def test_shards_fork_only_from_a_process_with_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shards_fork_only_from_the_commands_own_process_with_one_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import threading
 
+    from judger.cli import process
+
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert not shards._shard_context()[1]  # a program calling main(): its process is not ours
+    monkeypatch.setattr(process, "owned", True)
     ctx, forked = shards._shard_context()
     assert forked and ctx.get_start_method() == "fork"
     monkeypatch.setattr(threading, "active_count", lambda: 2)  # a pool's dispatcher, a progress bar

@@ -226,13 +226,16 @@ def _shard_context() -> tuple[Any, bool]:
 
 
 def _forks_here() -> bool:
-    """Whether this process may fork: on Linux, while it runs no other thread (the command's own
-    process, before its first worker pool or progress bar). A fork copies every lock as it stands,
-    and one held by another thread would never be released in the child."""
+    """Whether shards may be forked from this process: the command's own (not a program that calls
+    :func:`judger.cli.main.main`), on Linux, while it runs no other thread (before its first worker
+    pool or progress bar). A fork copies every lock as it stands, and one held by another thread
+    would never be released in the child."""
     import sys
     import threading
 
-    return sys.platform == "linux" and threading.active_count() == 1
+    from judger.cli import process
+
+    return process.owned and sys.platform == "linux" and threading.active_count() == 1
 
 
 def _started() -> None:

@@ -155,7 +155,10 @@ class _Source:
     def add_reward(self, reward: dict[str, Any]) -> None:
         self.judged += 1
         for total, key in ((self.scores, "score"), (self.accs, "acc")):
-            value = _number(reward.get(key))
+            value = reward.get(key)
+            # report._number, without its calls for the usual finite float (inf - inf is NaN)
+            if type(value) is not float or value - value != 0.0:
+                value = _number(value)
             if value is not None:
                 total[0] += value
                 total[1] += 1
@@ -234,7 +237,11 @@ class Tally:
             if key not in columns:
                 columns[key] = _Column(n)  # missing (NaN) for the samples judged before
         for key, column in columns.items():
-            column.append(reward.get(key))
+            value = reward.get(key)
+            if type(value) is float and column.floats is not None:  # the usual case, without a call
+                column.floats.append(value)
+            else:
+                column.append(value)
 
     def merge(self, other: Tally) -> None:
         """Add the samples ``other`` tallied, as if they had been added here after ours (a shard of

@@ -91,7 +91,7 @@ def json_rows(
     """``(line number, row or RowError)`` of JSON lines, numbered from ``first_number``; ``first``:
     these lines open the file (a JSON array there is refused with the way to convert it)."""
     for number, line in enumerate(lines, start=first_number):
-        if not line.strip():
+        if not line or line.isspace():  # not line.strip(): that copies every line
             continue
         if first and line.lstrip().startswith("["):
             raise InputError(
