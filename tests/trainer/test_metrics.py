@@ -336,7 +336,8 @@ def test_distinct_values_are_numpy_uniques_without_importing_numpy_ma() -> None:
     # the metrics of a whole run, in a fresh process: numpy.ma stays unloaded
     code = (
         "import sys; from judger.trainer.metrics import process_validation_metrics as p; "
-        "p(['a'] * 6, [0, 0, 1, 1, 2, 2], {'score': [1.0, 0.0, 1.0, 1.0, 0.5, 0.0], 'pred': list('xyxxzy')}); "
+        "p(['a'] * 6, [0, 0, 1, 1, 2, 2], "
+        "{'score': [1.0, 0.0, 1.0, 1.0, 0.5, 0.0], 'pred': list('xyxxzy')}); "
         "print('numpy.ma' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

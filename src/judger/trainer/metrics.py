@@ -345,8 +345,6 @@ class _Collector:
     def add(
         self, ds_of_group: np.ndarray, gids: np.ndarray, var: str, metric: str, values: np.ndarray
     ) -> None:
-        import numpy as np
-
         ds = ds_of_group[gids]
         for d in _distinct(ds).tolist():
             mask = ds == d
