@@ -183,7 +183,11 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
     """The shard processes, started now (their judgers built, their worker pools starting) while the
     caller checks the input; :func:`score_in_shards` then feeds them. ``pools``: the judger may
     score on worker processes (:func:`judger.cli.pools.may_use_pool`)."""
-    from judger.runtime.procpool.forkserver import fork_server_handle, start_fork_server
+    from judger.runtime.procpool.forkserver import (
+        fork_server_handle,
+        start_fork_server,
+        stop_fork_server,
+    )
     from judger.runtime.procpool.shared import default_preload
 
     # each shard runs its process-run scorers on a pool of its own: the --workers asked, shared out
@@ -192,15 +196,20 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
     # of CPU) is paid once, while the shards start, instead of once in a server of each shard's own.
     # It starts first, so that shards forked from here inherit its pipe.
     pool_server = start_fork_server(default_preload()) if pools else None
-    ctx, forked = _shard_context()
-    handle = fork_server_handle(pool_server, forked=forked) if pool_server is not None else None
-    from concurrent.futures import ProcessPoolExecutor
+    try:
+        ctx, forked = _shard_context()
+        handle = fork_server_handle(pool_server, forked=forked) if pool_server is not None else None
+        from concurrent.futures import ProcessPoolExecutor
 
-    executor = ProcessPoolExecutor(
-        shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers, handle)
-    )
-    for _ in range(shards):  # one call each makes the executor start every process
-        executor.submit(_started)
+        executor = ProcessPoolExecutor(
+            shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers, handle)
+        )
+        for _ in range(shards):  # one call each makes the executor start every process
+            executor.submit(_started)
+    except BaseException:
+        if pool_server is not None:
+            stop_fork_server(pool_server)
+        raise
     return Shards(executor, pool_server)
 
 

@@ -4,8 +4,8 @@
   ``__main__`` (scripts, notebooks and Ray's worker entry point would run again in every worker).
 - :func:`forget_parents_fork_server`: after ``os.fork`` a child must start a fork server of its own.
 - :func:`start_fork_server` / :func:`adopt_fork_server`: a second fork server, started by one
-  process and used by its forkserver children for their own workers, so that what it preloads is
-  imported once for all of them instead of once in each child's server.
+  process and used by its children (forked, or started by a fork server) for their own workers,
+  so that what it preloads is imported once for all of them instead of once in each child's server.
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ ForkServerHandle = dict[str, Any]
 
 def start_fork_server(preload: Sequence[str]) -> Any:
     """A fork server of its own (not multiprocessing's process-wide one), started now: it imports
-    ``preload`` while the caller goes on. Stop it with :func:`stop_fork_server`; it also exits with
-    the last process holding its start pipe (this one: the pipe is not inherited)."""
+    ``preload`` while the caller goes on. Stop it with :func:`stop_fork_server`; it also exits once
+    no process holds its alive pipe (this one, the children it forks, children forked from here)."""
     from multiprocessing import forkserver
 
     server = forkserver.ForkServer()
