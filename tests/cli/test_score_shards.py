@@ -285,3 +285,62 @@ def test_a_pool_server_is_started_for_judgers_that_may_grade_on_workers() -> Non
     assert not may_use_pool(build_judger(GSM8KJudgerConfig()))
     inline_only = {name: GSM8KJudgerConfig() for name in ("math", "dapo", "prime_math", "geo3k")}
     assert not may_use_pool(build_judger(VerlDefaultJudgerConfig(overrides=inline_only)))
+
+
+_SLOW_COMMAND = """
+import asyncio, sys
+from judger.cli import shards
+shards.BLOCK_BYTES = 4 << 10
+scored = shards._score_block
+async def slowly(first_number, data):
+    await asyncio.sleep(0.3)  # a block of a big file takes this long
+    return await scored(first_number, data)
+shards._score_block = slowly
+from judger.cli.main import entry
+entry()
+"""
+
+
+def test_ctrl_c_stops_a_sharded_run_and_every_process_it_started(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(_rows()) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score", "--no-progress", str(src), "--shards", "2", "-o", str(out)]
+    command = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_COMMAND, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+    )
+    time.sleep(2.5)  # shards forked, MATH blocks on the pool
+    os.killpg(command.pid, signal.SIGINT)
+    _, err = command.communicate(timeout=60)
+    assert command.returncode == 130
+    # the bad rows read so far, then one line: no traceback, none per shard
+    assert err.strip().splitlines()[-1] == "judger score: interrupted"
+    assert "Traceback" not in err and err.count("interrupted") == 1
+    assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))  # no partial output
+    deadline = time.monotonic() + 10
+    while (alive := _running_in_group(command.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive  # shards, the pools' fork server, their workers: all gone
+
+
+def _running_in_group(pgid: int) -> list[str]:
+    """Processes of the group that have not exited (an exited one may wait for init to reap it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(stat.parent.name)
+    return found

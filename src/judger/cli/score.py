@@ -395,8 +395,7 @@ def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
     """Score the file in ``shards`` processes (:mod:`judger.cli.shards`), reported as one run; None
     when the judger is not one that shards share out (and ``--shards`` was not asked for)."""
     from judger.cli.pools import may_use_pool
-    from judger.cli.shards import rule_based, score_in_shards, start_shards
-    from judger.trainer.io import InputError, iter_rollouts
+    from judger.cli.shards import rule_based, start_shards
 
     try:
         judger = build(args)  # a bad config is refused here, by name, as in one process
@@ -407,10 +406,22 @@ def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
     if args.shards is None and not rule_based(judger):
         return None
     running = start_shards(args, shards, pools=may_use_pool(judger))  # they start while the file is checked
+    try:
+        return _score_sharded(args, shards, running)
+    except KeyboardInterrupt:  # before or after the scoring itself (_guarded answers within it)
+        _say("judger score: interrupted")
+        return 130
+    finally:
+        running.shutdown()
+
+
+def _score_sharded(args: argparse.Namespace, shards: int, running: Any) -> int:
+    from judger.cli.shards import score_in_shards
+    from judger.trainer.io import InputError, iter_rollouts
+
     try:  # an unreadable file is refused as the one-process run refuses it
         next(iter_rollouts(args.input, 1, require_data_source=not args.preset), None)
     except InputError as exc:
-        running.shutdown()
         _say(f"judger score: {exc}")
         return EXIT_UNUSABLE
     outputs = _Outputs(args)
@@ -421,13 +432,10 @@ def _run_sharded(args: argparse.Namespace, shards: int) -> int | None:
         with progress_bar("rows", None, enabled=show_progress) as advance:
             score_in_shards(running, args, shards, outputs.add_block, advance)
 
-    try:
-        stopped = _guarded(outputs, work)
-        if stopped is not None:
-            return stopped
-        return _finish(args, outputs, time.perf_counter() - start)
-    finally:
-        running.shutdown()
+    stopped = _guarded(outputs, work)
+    if stopped is not None:
+        return stopped
+    return _finish(args, outputs, time.perf_counter() - start)
 
 
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:

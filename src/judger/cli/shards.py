@@ -22,6 +22,7 @@ import asyncio
 import gc
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -165,16 +166,32 @@ class Shards:
 
     executor: ProcessPoolExecutor
     pool_server: Any = None
+    _stopping: threading.Thread | None = None
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Stop the shards (calls not started are dropped); ``wait``: until they have exited, and
-        then stop their pools' fork server (without, the shards exit while the caller goes on)."""
+    def stop(self) -> None:
+        """Tell the shards to stop (calls not started are dropped) and let them exit while the
+        caller goes on; :meth:`shutdown` waits for them."""
+        if self._stopping is None:
+            # the executor's own shutdown waits for its processes: in a thread, so that the caller
+            # reports meanwhile (shutdown without waiting would leave no one to reap them)
+            self._stopping = threading.Thread(
+                target=self.executor.shutdown,
+                kwargs={"wait": True, "cancel_futures": True},
+                name="judger-shards-stop",
+                daemon=True,
+            )
+            self._stopping.start()
+
+    def shutdown(self) -> None:
+        """Stop the shards and wait until they have exited, then stop their pools' fork server."""
         from judger.runtime.procpool.forkserver import stop_fork_server
 
         try:
-            self.executor.shutdown(wait=wait, cancel_futures=True)
+            self.stop()
+            assert self._stopping is not None
+            self._stopping.join()
         finally:
-            if wait and self.pool_server is not None:
+            if self.pool_server is not None:
                 stop_fork_server(self.pool_server)
                 self.pool_server = None
 
@@ -201,8 +218,13 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
         handle = fork_server_handle(pool_server, forked=forked) if pool_server is not None else None
         from concurrent.futures import ProcessPoolExecutor
 
+        # a forked shard dies with this process (a fork server's child, with that server)
+        parent = os.getpid() if forked else None
         executor = ProcessPoolExecutor(
-            shards, mp_context=ctx, initializer=_start_shard, initargs=(args, pool_workers, handle)
+            shards,
+            mp_context=ctx,
+            initializer=_start_shard,
+            initargs=(args, pool_workers, handle, parent),
         )
         for _ in range(shards):  # one call each makes the executor start every process
             executor.submit(_started)
@@ -240,7 +262,6 @@ def _forks_here() -> bool:
     pool or progress bar). A fork copies every lock as it stands, and one held by another thread
     would never be released in the child."""
     import sys
-    import threading
 
     from judger.cli import process
 
@@ -277,7 +298,7 @@ def score_in_shards(
     finally:
         for future in pending:
             future.cancel()
-        running.shutdown(wait=False)
+        running.stop()
 
 
 def _calls(path: str, shards: int) -> Iterator[list[tuple[int, bytes]]]:
@@ -321,16 +342,20 @@ class _Shard:
 _shard: _Shard | None = None
 
 
-def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any) -> None:
+def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any, parent: int | None) -> None:
     from judger.cli import score
     from judger.cli.pools import may_use_pool, size_process_pool, start_pools
     from judger.runtime.procpool.forkserver import adopt_fork_server
     from judger.runtime.procpool.shared import shared_pool
+    from judger.runtime.procpool.worker import die_with_parent
 
     global _shard
     # Ctrl-C reaches the whole process group: the main process stops the run and the shards with
     # it (a shard's traceback for each would only bury the one-line message)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a shard waits for its next call on a queue whose writing end every shard holds: if the main
+    # process dies without stopping it (SIGKILL, an out-of-memory kill), only the kernel ends it
+    die_with_parent(parent)
     judger = score.build(args)
     size_process_pool(pool_workers)
     # workers forked from the run's pool server (see start_shards) start at once, so they start now

@@ -28,11 +28,13 @@ class RemoteError(JudgerError):
     """An exception raised in a worker that could not be sent back as itself (not picklable)."""
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this worker when its parent exits, so a busy worker never outlives us.
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent exits, so a busy worker never outlives us.
 
     An idle worker notices a dead parent on its own (EOF on the pipe); a worker deep in a
-    computation would not, hence the kernel's help. Elsewhere this is a no-op.
+    computation would not, hence the kernel's help. ``parent``: the parent's pid as it was known
+    before this process started; if that parent is already gone, this process exits now (the
+    kernel's signal would never come). Elsewhere than on Linux this is a no-op.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -42,7 +44,9 @@ def _die_with_parent() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def _release_fork_server() -> None:
@@ -102,7 +106,7 @@ def worker_main(
     pickled ``(fn, args, kwargs)``, so a call whose arguments cannot be rebuilt here still gets an
     answer under its id.
     """
-    _die_with_parent()
+    die_with_parent()
     _release_fork_server()
     # Ctrl-C in a terminal reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
