@@ -71,7 +71,14 @@ def entry() -> None:
     once. Only here, in the command's own process: :func:`main` stays a plain call for tests.
     """
     process.owned = True
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command's own handler runs (importing, building the judger): one line, as
+        # the command's handler would say it, not a traceback through whatever was importing
+        command = _command(sys.argv[1:])
+        print(f"judger{' ' + command if command else ''}: interrupted", file=sys.stderr)
+        code = 130
     try:
         sys.stdout.flush()
         sys.stderr.flush()

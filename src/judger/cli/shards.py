@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import gc
 import os
-import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -200,11 +199,8 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
     """The shard processes, started now (their judgers built, their worker pools starting) while the
     caller checks the input; :func:`score_in_shards` then feeds them. ``pools``: the judger may
     score on worker processes (:func:`judger.cli.pools.may_use_pool`)."""
-    from judger.runtime.procpool.forkserver import (
-        fork_server_handle,
-        start_fork_server,
-        stop_fork_server,
-    )
+    from judger.runtime.interrupts import interrupts_held
+    from judger.runtime.procpool.forkserver import fork_server_handle, start_fork_server, stop_fork_server
     from judger.runtime.procpool.shared import default_preload
 
     # each shard runs its process-run scorers on a pool of its own: the --workers asked, shared out
@@ -226,13 +222,19 @@ def start_shards(args: argparse.Namespace, shards: int, *, pools: bool) -> Shard
             initializer=_start_shard,
             initargs=(args, pool_workers, handle, parent),
         )
-        for _ in range(shards):  # one call each makes the executor start every process
-            executor.submit(_started)
     except BaseException:
         if pool_server is not None:
             stop_fork_server(pool_server)
         raise
-    return Shards(executor, pool_server)
+    running = Shards(executor, pool_server)
+    try:
+        with interrupts_held():
+            for _ in range(shards):  # one call each makes the executor start every process
+                executor.submit(_started)
+    except BaseException:
+        running.shutdown()
+        raise
+    return running
 
 
 def _shard_context() -> tuple[Any, bool]:
@@ -245,14 +247,14 @@ def _shard_context() -> tuple[Any, bool]:
     import importlib
     import multiprocessing as mp
 
-    from judger.runtime.procpool.forkserver import default_start_method, worker_context
+    from judger.runtime.procpool.forkserver import default_start_method, server_preload, worker_context
 
     if _forks_here():
         for name in _SHARD_PRELOAD:  # imported once here, not once in each shard
             importlib.import_module(name)
         return mp.get_context("fork"), True
     ctx = worker_context(default_start_method())
-    ctx.set_forkserver_preload(list(_SHARD_PRELOAD))
+    ctx.set_forkserver_preload(server_preload(_SHARD_PRELOAD, shared=True))
     return ctx, False
 
 
@@ -345,6 +347,7 @@ _shard: _Shard | None = None
 def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any, parent: int | None) -> None:
     from judger.cli import score
     from judger.cli.pools import may_use_pool, size_process_pool, start_pools
+    from judger.runtime.interrupts import ignore_interrupts
     from judger.runtime.procpool.forkserver import adopt_fork_server
     from judger.runtime.procpool.shared import shared_pool
     from judger.runtime.procpool.worker import die_with_parent
@@ -352,7 +355,7 @@ def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any, 
     global _shard
     # Ctrl-C reaches the whole process group: the main process stops the run and the shards with
     # it (a shard's traceback for each would only bury the one-line message)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_interrupts()
     # a shard waits for its next call on a queue whose writing end every shard holds: if the main
     # process dies without stopping it (SIGKILL, an out-of-memory kill), only the kernel ends it
     die_with_parent(parent)

@@ -19,7 +19,7 @@ from typing import Any
 
 from judger.core.errors import JudgeTimeoutError
 from judger.runtime.procpool.errors import PoolClosedError, RemoteError, WorkerCrashedError
-from judger.runtime.procpool.forkserver import worker_process_class
+from judger.runtime.procpool.forkserver import server_preload, worker_process_class
 from judger.runtime.procpool.worker import READY, worker_main
 
 STARTUP_TIMEOUT = 120.0
@@ -106,7 +106,7 @@ class _PoolCore:
         self.ctx = mp.get_context(start_method)
         self.process_class = worker_process_class(self.ctx)
         if start_method == "forkserver" and preload:
-            self.ctx.set_forkserver_preload(list(preload))
+            self.ctx.set_forkserver_preload(server_preload(preload, shared=True))
         self.memory_limit_bytes = memory_limit_bytes
         self.max_tasks_per_worker = max_tasks_per_worker
         self.owner_pid = os.getpid()

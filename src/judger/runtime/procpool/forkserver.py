@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from judger.runtime.interrupts import interrupts_held
+
 
 class _NoMainPopen:
     """Builds the forkserver Popen class that skips re-importing the caller's ``__main__`` in workers.
@@ -130,15 +132,30 @@ ForkServerHandle = dict[str, Any]
 (and, on Pythons that have one, its authentication key)."""
 
 
+def server_preload(preload: Sequence[str], *, shared: bool) -> list[str]:
+    """A fork server's preload: ``preload`` after :mod:`~judger.runtime.preload_begin`, so
+    that Ctrl-C does not kill the server while it imports ``preload`` (it ignores SIGINT itself only
+    after). ``shared``: multiprocessing's process-wide server, whose children may be another
+    program's: :mod:`~judger.runtime.preload_end` hands SIGINT back to Python's handler for
+    them (judger's workers and shards ignore it themselves). A server of judger's own hands the
+    ignored signal to its children, so that none sees Ctrl-C even while it starts."""
+    begin = ["judger.runtime.preload_begin", *preload]
+    return [*begin, "judger.runtime.preload_end"] if shared else begin
+
+
 def start_fork_server(preload: Sequence[str]) -> Any:
     """A fork server of its own (not multiprocessing's process-wide one), started now: it imports
     ``preload`` while the caller goes on. Stop it with :func:`stop_fork_server`; it also exits once
     no process holds its alive pipe (this one, the children it forks, children forked from here)."""
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
     server = forkserver.ForkServer()
-    server.set_forkserver_preload(list(preload))
-    server.ensure_running()
+    server.set_forkserver_preload(server_preload(preload, shared=False))
+    # the server and what it forks never see Ctrl-C (see server_preload); the resource tracker is
+    # started first, as starting it unblocks SIGINT
+    resource_tracker.ensure_running()
+    with interrupts_held():
+        server.ensure_running()
     return server
 
 

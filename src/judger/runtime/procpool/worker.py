@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from judger.core.errors import JudgerError
+from judger.runtime.interrupts import ignore_interrupts
 
 _PR_SET_PDEATHSIG = 1
 
@@ -109,7 +110,7 @@ def worker_main(
     die_with_parent()
     _release_fork_server()
     # Ctrl-C in a terminal reaches the whole process group; the parent decides when workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_interrupts()
     _limit_memory(memory_limit_bytes)
     # imported before READY, so that no call's deadline pays for them (free when the fork server has them)
     _import(preload)
