@@ -10,6 +10,12 @@ it stops (it kills it, or closes its alive pipe).
 
 from __future__ import annotations
 
+import signal
+
 from judger.runtime.interrupts import ignore_interrupts
+
+HANDLER = signal.getsignal(signal.SIGINT)
+"""The server's SIGINT handler before this (Python's own, or ignored where its parent ignored it),
+for :mod:`judger.runtime.preload_end` to hand back."""
 
 ignore_interrupts()
