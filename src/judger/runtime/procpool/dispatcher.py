@@ -19,7 +19,7 @@ from typing import Any
 
 from judger.core.errors import JudgeTimeoutError
 from judger.runtime.procpool.errors import PoolClosedError, RemoteError, WorkerCrashedError
-from judger.runtime.procpool.forkserver import server_preload, worker_process_class
+from judger.runtime.procpool.forkserver import server_preload, started_deaf, worker_process_class
 from judger.runtime.procpool.worker import READY, worker_main
 
 STARTUP_TIMEOUT = 120.0
@@ -257,7 +257,9 @@ class _PoolCore:
                 name=f"judger-{self.name}-worker",
                 daemon=True,
             )
-            process.start()
+            # a worker, or the fork server it comes from, is born deaf to Ctrl-C (its own start-up
+            # would print a traceback); it then ignores it: the pool decides when workers stop
+            started_deaf(process.start)
             child_conn.close()
             worker = _Worker(process, parent_conn, time.monotonic())
             self.selector.register(parent_conn, selectors.EVENT_READ, (worker, False))

@@ -15,7 +15,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from judger.runtime.interrupts import interrupts_held
@@ -147,16 +147,24 @@ def start_fork_server(preload: Sequence[str]) -> Any:
     """A fork server of its own (not multiprocessing's process-wide one), started now: it imports
     ``preload`` while the caller goes on. Stop it with :func:`stop_fork_server`; it also exits once
     no process holds its alive pipe (this one, the children it forks, children forked from here)."""
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import forkserver
 
     server = forkserver.ForkServer()
     server.set_forkserver_preload(server_preload(preload, shared=False))
-    # the server and what it forks never see Ctrl-C (see server_preload); the resource tracker is
-    # started first, as starting it unblocks SIGINT
+    started_deaf(server.ensure_running)  # the server and what it forks never see Ctrl-C
+    return server
+
+
+def started_deaf(start: Callable[[], None]) -> None:
+    """``start()``, the start of a process or a fork server, inside
+    :func:`~judger.runtime.interrupts.interrupts_held`: what it starts is born deaf to Ctrl-C.
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT, and what
+    started after it would be born hearing it."""
+    from multiprocessing import resource_tracker
+
     resource_tracker.ensure_running()
     with interrupts_held():
-        server.ensure_running()
-    return server
+        start()
 
 
 def fork_server_handle(server: Any, *, forked: bool) -> ForkServerHandle:
