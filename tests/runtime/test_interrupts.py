@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,16 +37,15 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
 def test_a_process_started_deaf_is_born_with_sigint_blocked_and_the_starter_still_hears_it(
-    tmp_path: object, method: str
+    tmp_path: Path, method: str
 ) -> None:
     """A fresh interpreter, as a command is: multiprocessing's resource tracker is not running yet,
     and starting it (spawn and forkserver do) unblocks SIGINT in the starting thread."""
-    script = os.path.join(str(tmp_path), "starts.py")
-    with open(script, "w") as fh:
-        fh.write(_STARTS)
+    script = tmp_path / "starts.py"
+    script.write_text(_STARTS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
-        [sys.executable, script, method], capture_output=True, text=True, env=env, timeout=120, check=False
+        [sys.executable, str(script), method], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == [
