@@ -296,3 +296,32 @@ def test_the_collector_threshold_is_raised_while_scoring_and_restored_after(
         code, _, _ = _score([str(write_jsonl([row("1", "1")])), "-c", str(exact_match_config)], capsys)
     assert code == 0 and seen and seen[0] >= 50_000
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize(
+    ("step", "shards"), [("_stream", "1"), ("_guarded", "2"), ("_finish", "1"), ("_finish", "2")]
+)
+def test_ctrl_c_outside_the_scoring_leaves_no_half_file(
+    tmp_path: Path,
+    row: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    step: str,
+    shards: str,
+) -> None:
+    """Ctrl-C just before the scoring's own handler takes over, or after it, before the output is
+    put in place: no half file is left (the console script's entry, or the sharded run, says it)."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row("#### 3", "3")) + "\n")
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(score_cli, step, interrupted)
+    args = [str(path), "--preset", "gsm8k", "--shards", shards, "-o", str(tmp_path / "scored.jsonl")]
+    if shards == "1":
+        with pytest.raises(KeyboardInterrupt):
+            _score(args, capsys)
+    else:  # the sharded run stops its shards and says it
+        assert _score(args, capsys)[::2] == (130, "judger score: interrupted\n")
+    assert list(tmp_path.iterdir()) == [path]

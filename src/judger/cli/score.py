@@ -370,6 +370,17 @@ def _stream(
     return _guarded(outputs, lambda: asyncio.run(_score_chunks(args, judger, chunks, first, outputs)))
 
 
+@contextmanager
+def _no_half_file(outputs: _Outputs) -> Iterator[None]:
+    """Ctrl-C outside the scoring's own handler (:func:`_guarded`: just before it, or while the
+    output is put in place) leaves no half file either; the caller says it was interrupted."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        outputs.discard()
+        raise
+
+
 def _guarded(outputs: _Outputs, work: Any) -> int | None:
     """Run ``work``; the exit code if it stopped (the output discarded), None when it went through."""
     from judger.trainer.io import InputError
@@ -426,16 +437,17 @@ def _score_sharded(args: argparse.Namespace, shards: int, running: Any) -> int:
         return EXIT_UNUSABLE
     outputs = _Outputs(args)
     show_progress = not args.no_progress and sys.stderr.isatty()
-    start = time.perf_counter()
 
     def work() -> None:
         with progress_bar("rows", None, enabled=show_progress) as advance:
             score_in_shards(running, args, shards, outputs.add_block, advance)
 
-    stopped = _guarded(outputs, work)
-    if stopped is not None:
-        return stopped
-    return _finish(args, outputs, time.perf_counter() - start)
+    with _no_half_file(outputs):
+        start = time.perf_counter()
+        stopped = _guarded(outputs, work)
+        if stopped is not None:
+            return stopped
+        return _finish(args, outputs, time.perf_counter() - start)
 
 
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:
@@ -503,8 +515,9 @@ def run(args: argparse.Namespace) -> int:
             return opened
         judger, chunks, first = opened
         outputs = _Outputs(args)
-        start = time.perf_counter()
-        stopped = _stream(args, judger, chunks, first, outputs)
-        if stopped is not None:
-            return stopped
-        return _finish(args, outputs, time.perf_counter() - start)
+        with _no_half_file(outputs):
+            start = time.perf_counter()
+            stopped = _stream(args, judger, chunks, first, outputs)
+            if stopped is not None:
+                return stopped
+            return _finish(args, outputs, time.perf_counter() - start)
