@@ -299,20 +299,27 @@ def test_a_pool_server_is_started_for_judgers_that_may_grade_on_workers() -> Non
 
 
 _SLOW_COMMAND = """
-import asyncio, sys
-from judger.cli import shards
+import asyncio, sys, time
+from judger.cli import score, shards
 shards.BLOCK_BYTES = 4 << 10
 scored = shards._score_block
 async def slowly(first_number, data):
     await asyncio.sleep(0.3)  # a block of a big file takes this long
     return await scored(first_number, data)
 shards._score_block = slowly
+score.CHUNK_ROWS = 16  # in one process: a chunk of a big file takes this long
+added = score._Outputs.add
+def add_slowly(self, chunk):
+    time.sleep(0.3)
+    added(self, chunk)
+score._Outputs.add = add_slowly
 from judger.cli.main import entry
 entry()
 """
 
 
-def test_ctrl_c_stops_a_sharded_run_and_every_process_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shards", ["1", "2"])
+def test_ctrl_c_stops_a_run_and_every_process_it_started(tmp_path: Path, shards: str) -> None:
     import os
     import signal
     import subprocess
@@ -322,7 +329,7 @@ def test_ctrl_c_stops_a_sharded_run_and_every_process_it_started(tmp_path: Path)
     src = tmp_path / "rows.jsonl"
     src.write_text("\n".join(_rows()) + "\n")
     out = tmp_path / "out.jsonl"
-    args = ["score", "--no-progress", str(src), "--shards", "2", "-o", str(out)]
+    args = ["score", "--no-progress", str(src), "--shards", shards, "-o", str(out)]
     command = subprocess.Popen(
         [sys.executable, "-c", _SLOW_COMMAND, *args],
         stdout=subprocess.DEVNULL,
@@ -330,18 +337,18 @@ def test_ctrl_c_stops_a_sharded_run_and_every_process_it_started(tmp_path: Path)
         text=True,
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
     )
-    time.sleep(2.5)  # shards forked, MATH blocks on the pool
+    time.sleep(2.5)  # shards forked (or the one process's chunks read), MATH answers on the pool
     os.killpg(command.pid, signal.SIGINT)
     _, err = command.communicate(timeout=60)
     assert command.returncode == 130
     # the bad rows read so far, then one line: no traceback, none per shard
     assert err.strip().splitlines()[-1] == "judger score: interrupted"
     assert "Traceback" not in err and err.count("interrupted") == 1
-    assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))  # no partial output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]  # no output, no spool
     deadline = time.monotonic() + 10
     while (alive := _running_in_group(command.pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive  # shards, the pools' fork server, their workers: all gone
+    assert not alive  # shards, the pools' fork servers, their workers: all gone
 
 
 _INTERRUPTED_WHILE_BUILDING = """

@@ -28,16 +28,13 @@ def uses_pool(judger: Any) -> bool:
 
 def may_use_pool(judger: Any) -> bool:
     """:func:`uses_pool`, counting the routes a router builds on first use (the default routing)."""
-    stack = [judger]
-    while stack:
-        current = stack.pop()
-        unbuilt = getattr(current, "unbuilt_executions", None)
-        if callable(unbuilt) and "process" in unbuilt():
-            return True
-        branches = getattr(current, "branches", None)
-        if isinstance(branches, dict):
-            stack.extend(branches.values())
-    return uses_pool(judger)
+    from judger.judgers.composed import all_judgers
+
+    return uses_pool(judger) or any(
+        "process" in unbuilt()
+        for j in all_judgers(judger)
+        if callable(unbuilt := getattr(j, "unbuilt_executions", None))
+    )
 
 
 def start_pools(judger: Any) -> None:

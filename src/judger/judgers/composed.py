@@ -88,17 +88,21 @@ def check_branches(branches: dict[Any, Any]) -> None:
         )
 
 
-def leaf_judgers(judger: Any) -> Iterator[Any]:
-    """The judgers that judge under ``judger``: itself, or the leaves of its branches at any depth
-    (anything with a ``branches`` dict is a composition)."""
+def all_judgers(judger: Any) -> Iterator[Any]:
+    """``judger`` and every judger under it, compositions and leaves, at any depth (anything with a
+    ``branches`` dict is a composition)."""
     stack = [judger]
     while stack:
         current = stack.pop()
+        yield current
         branches = getattr(current, "branches", None)
         if isinstance(branches, dict):
             stack.extend(branches.values())
-        else:
-            yield current
+
+
+def leaf_judgers(judger: Any) -> Iterator[Any]:
+    """The judgers that judge under ``judger``: itself, or the leaves of its branches at any depth."""
+    return (j for j in all_judgers(judger) if not isinstance(getattr(j, "branches", None), dict))
 
 
 class ComposedJudger(BatchJudger):
