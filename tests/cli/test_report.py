@@ -93,6 +93,31 @@ def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
     )
 
 
+def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None:
+    """One sample's reward variable holding an int no float holds must not stop the report (it was an
+    OverflowError out of the tally, the summary and the metrics); it counts as a value that is not a
+    number, in the tally as in :func:`summarize`, whether groups hold one sample or several."""
+    from judger.cli.tally import Tally
+
+    for group_of in (lambda i: f"g{i}", lambda i: f"g{i // 3}"):
+        states = []
+        for i in range(12):
+            s = _state("a", group_of(i), acc=bool(i % 2))
+            assert s.reward is not None
+            s.reward["digits"] = 10**400 if i == 4 else i
+            if i == 7:
+                s.reward["acc"] = 10**400
+            states.append(s)
+        tally = Tally()
+        for lo in range(0, len(states), 5):
+            tally.add(states[lo : lo + 5])
+        expected = summarize(states, elapsed_s=1.0)
+        assert tally.summary(1.0) == expected
+        source = expected["data_sources"]["a"]
+        assert source["judged"] == 12 and "digits" not in source["metrics"]
+        assert source["accuracy"] == 5 / 11  # the acc no float holds is no accuracy
+
+
 def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> None:
     """The NumPy-free mean@1 (whole numbers) and the full metrics (fractions) give the same summary."""
     from judger.cli.tally import Tally

@@ -48,6 +48,17 @@ def broken(response, label, extra_info):
 judger_config = JudgerConfig(judger_name="broken", reward_handler=broken)
 """
 
+CONFIG_HUGE_INT = """
+from judger import JudgerConfig
+
+
+def digits(response, label, extra_info):
+    return {"score": float(response == label), "digits": 10**400 if response == "huge" else len(response)}
+
+
+judger_config = JudgerConfig(judger_name="digits", reward_handler=digits)
+"""
+
 
 def _score(
     args: list[str], capsys: pytest.CaptureFixture[str], progress: bool = False
@@ -83,6 +94,26 @@ def test_reads_judges_and_writes_in_chunks(
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
     assert [r["response"] for r in written] == [*map(str, range(6)), "probe"]
     assert not list(tmp_path.glob(".scored.*"))  # the spool was renamed into place
+
+
+def test_one_reward_holding_an_int_past_floats_range_does_not_stop_the_run(
+    write_jsonl: Any, row: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reward variable is the judger's to fill: one int too large for a float stopped the whole run
+    (OverflowError in the report); now the variable is reported as not a number and every row kept."""
+    rows = [row(r, "7", uid=f"u{i % 2}") for i, r in enumerate(["7", "huge", "7", "12"])]
+    config = tmp_path / "huge_config.py"
+    config.write_text(CONFIG_HUGE_INT)
+    out_path = tmp_path / "scored.jsonl"
+    code, out, err = _score(
+        [str(write_jsonl(rows)), "-c", str(config), "-o", str(out_path), "--format", "json"], capsys
+    )
+    assert code == 0, err
+    source = json.loads(out)["data_sources"]["toy"]
+    assert source["judged"] == 4 and source["mean_score"] == 0.5
+    assert "digits" not in source["metrics"] and "score" in source["metrics"]
+    written = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert [r["reward"]["digits"] for r in written] == [1, 10**400, 1, 2]
 
 
 def test_a_null_response_is_failed_with_a_reason_not_scored(

@@ -190,6 +190,19 @@ def test_strings_and_missing_values() -> None:
     assert got["b"]["score"] == {"mean@1": 1.0}
 
 
+def test_an_int_past_floats_range_is_no_number_not_an_error() -> None:
+    """A reward variable may hold any int (a count of digits, say); one that no float holds is left
+    out of the numeric metrics as text is, instead of raising OverflowError for the whole batch."""
+    ds, uids = ["a"] * 4, ["u", "u", "v", "v"]
+    huge = 10**400
+    for digits in ([3, huge, 1, 2], [huge, huge, huge, huge]):
+        got = process_validation_metrics(ds, uids, {"score": [1.0, 0.0, 1.0, 1.0], "digits": digits})
+        assert "digits" not in got["a"]
+        assert got["a"]["score"]["mean@2"] == 0.75
+    fits = process_validation_metrics(ds, uids, {"digits": [3, 10**20, 1, 2]})
+    assert fits["a"]["digits"]["mean@2"] == pytest.approx((3 + 10**20 + 1 + 2) / 4)
+
+
 def test_length_mismatch_is_an_error() -> None:
     with pytest.raises(ValueError, match="variable 'acc'"):
         process_validation_metrics(["a", "a"], ["u", "u"], {"acc": [1.0]})

@@ -21,6 +21,7 @@ from numbers import Real
 from typing import Any
 
 from judger.cli.report import _at_n, _number, examples, failure_kind, failure_reason, top_reasons_of
+from judger.core.outputs import fits_float
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import RowError
 from judger.trainer.mean_at_1 import mean_at_1
@@ -33,13 +34,17 @@ from judger.trainer.metrics import (
 from judger.trainer.metrics import _is_number as metrics_is_number
 
 _MISSING = -1
+# the types array("d") takes as _is_number would (float() of each)
+_FLOAT_TYPES = frozenset((float, int, bool))
 
 
 def _is_number(value: Any) -> bool:
     """:func:`judger.trainer.metrics._is_number`, without importing NumPy for a value that cannot be
     one of its scalars (no such value exists while NumPy is not loaded)."""
-    if type(value) in (float, int, bool):
+    if type(value) in (float, bool):
         return True
+    if type(value) is int:
+        return fits_float(value)
     if "numpy" not in sys.modules:
         return isinstance(value, Real) and not isinstance(value, str)
     return metrics_is_number(value)
@@ -93,6 +98,18 @@ class _Column:
             self._to_codes()
         assert self.codes is not None
         self.codes.append(_MISSING if value is None else self._code(value))
+
+    def extend_values(self, values: list[Any]) -> None:
+        """:meth:`append` each value; numbers all (the usual column) are copied in one step."""
+        if self.floats is not None and _FLOAT_TYPES.issuperset(map(type, values)):
+            before = len(self.floats)
+            try:
+                self.floats.extend(values)  # array("d") converts each as float() does
+                return
+            except OverflowError:  # an int past float's range: not a number (_is_number)
+                del self.floats[before:]
+        for value in values:
+            self.append(value)
 
     def extend(self, other: _Column | None, n: int) -> None:
         """Append ``other``'s ``n`` values; None: the other tally's samples never had this variable."""
@@ -180,16 +197,38 @@ class Tally:
         self._columns: dict[str, _Column] = {}
 
     def add(self, states: Sequence[RolloutState]) -> None:
+        """Count a chunk of states. One pass reads each state's fields; the judged rewards then go
+        into the columns a variable at a time (a call per sample would cost more than its reading)."""
         by_name: dict[str, tuple[_Source, int]] = {}  # a chunk holds a few data_source strings
+        codes: list[int] = []
+        groups: list[int] = []
+        rewards: list[dict[str, Any]] = []
+        failed = Status.FAILED
         for state in states:
             data_source = state.data_source
-            if type(data_source) is not str:
-                self._add(state, self._source_of(data_source))
-                continue
-            entry = by_name.get(data_source)
+            entry = by_name.get(data_source) if type(data_source) is str else None
             if entry is None:
-                entry = by_name[data_source] = self._source_of(data_source)
-            self._add(state, entry)
+                entry = self._source_of(data_source)
+                if type(data_source) is str:
+                    by_name[data_source] = entry
+            source, code = entry
+            source.samples += 1
+            kind = failure_kind(state) if state.status == failed else None
+            if kind is not None:
+                source.count_failure(kind, failure_reason(state))
+            reward = state.reward
+            if reward is None:
+                if kind is None:
+                    source.skipped += 1
+                continue
+            source.add_reward(reward)
+            group = state.group_id
+            # a str uid is its own prompt key: hashed here without the call
+            groups.append(hash(("str", group)) if type(group) is str else _group_hash(state))
+            codes.append(code)
+            rewards.append(reward)
+        self.samples += len(states)
+        self._add_judged(codes, groups, rewards)
         if self._k:
             self._take_examples(examples(states, self._k))
 
@@ -201,24 +240,6 @@ class Tally:
                 self._taken[name] = self._taken.get(name, 0) + 1
                 self.examples.append(example)
 
-    def _add(self, state: RolloutState, where: tuple[_Source, int]) -> None:
-        self.samples += 1
-        source, code = where
-        source.samples += 1
-        kind = failure_kind(state) if state.status == Status.FAILED else None
-        if kind is not None:
-            source.count_failure(kind, failure_reason(state))
-        reward = state.reward
-        if reward is None:
-            if kind is None:
-                source.skipped += 1
-            return
-        source.add_reward(reward)
-        group = state.group_id
-        # a str or int uid is its own prompt key: hashed here without the call
-        key_hash = hash(("str", group)) if type(group) is str else _group_hash(state)
-        self._add_judged(code, key_hash, reward)
-
     def _source_of(self, data_source: Any) -> tuple[_Source, int]:
         """The counters of a data_source, and its code in the judged columns."""
         name = data_source_name(data_source)
@@ -228,20 +249,18 @@ class Tally:
             self._source_codes[name] = len(self._source_codes)
         return source, self._source_codes[name]
 
-    def _add_judged(self, source_code: int, group: int, reward: dict[str, Any]) -> None:
+    def _add_judged(self, codes: list[int], groups: list[int], rewards: list[dict[str, Any]]) -> None:
         n = len(self._judged_source)
-        self._judged_source.append(source_code)
-        self._judged_group.append(group)
+        self._judged_source.extend(codes)
+        self._judged_group.extend(groups)
         columns = self._columns
-        for key in reward:
-            if key not in columns:
-                columns[key] = _Column(n)  # missing (NaN) for the samples judged before
+        for reward in rewards:
+            if not columns.keys() >= reward.keys():
+                for key in reward:
+                    if key not in columns:
+                        columns[key] = _Column(n)  # missing (NaN) for the samples judged before
         for key, column in columns.items():
-            value = reward.get(key)
-            if type(value) is float and column.floats is not None:  # the usual case, without a call
-                column.floats.append(value)
-            else:
-                column.append(value)
+            column.extend_values([reward.get(key) for reward in rewards])
 
     def merge(self, other: Tally) -> None:
         """Add the samples ``other`` tallied, as if they had been added here after ours (a shard of

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
 from judger.core.errors import JudgerOutputError
+
+
+def fits_float(value: int) -> bool:
+    """Whether ``float(value)`` is defined: an int past float's range (a reward variable counting
+    digits, say) makes it raise OverflowError, and is then no number to average."""
+    return -_FLOAT_MAX <= value <= _FLOAT_MAX
+
+
+_FLOAT_MAX = sys.float_info.max
 
 
 def _where(judger_name: str, index: int | None) -> str:

@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from judger.core.outputs import fits_float
+
 Metrics = dict[str, dict[str, dict[str, float]]]
 
 _EXACT = 2.0**53  # below this, every partial sum of whole numbers is exact in float64
@@ -70,8 +72,8 @@ def _numbers(raw: Sequence[Any]) -> list[float | None] | None:
     else:
         if any(isinstance(v, str) for v in raw):
             return []  # text (``pred``): not a numeric variable
-        if not all(v is None or type(v) in (float, int, bool) for v in raw):
-            return None  # a type NumPy may read as a number or not
+        if not all(v is None or type(v) in (float, bool) or (type(v) is int and fits_float(v)) for v in raw):
+            return None  # a type NumPy may read as a number or not, or an int with no float
         values = [None if v is None else float(v) for v in raw]
         if any(v is not None and math.isnan(v) for v in values):
             return None  # NaN next to None: the full metrics decide which is missing

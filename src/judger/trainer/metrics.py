@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy itself is imported where the metrics run: reading them costs nothing
     import numpy as np
 
+from judger.core.outputs import fits_float
 from judger.core.rollout import RolloutState
 
 Metrics = dict[str, dict[str, dict[str, float]]]
@@ -62,11 +63,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    if type(value) in (float, int, bool):
+    if type(value) in (float, bool):
         return True
+    if type(value) is int:
+        return fits_float(value)
     import numpy as np
 
-    return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
+    if not isinstance(value, (Real, np.number, np.bool_)) or isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except OverflowError:  # a Real with no float (a huge Fraction): not a number to average
+        return False
+    return True
 
 
 def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
