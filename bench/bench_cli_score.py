@@ -23,8 +23,11 @@
    into states, scoring, tally, metrics), measured in one process per side.
 
 4. Start-up (``--only-startup``): the GSM8K comparison of 1. alone, against its own target of 3x
-   (on 10,000 rows the whole process is mostly start-up). ``--importtime`` adds the heaviest
-   imports of that ``judger score`` process (``python -X importtime``, cumulative).
+   (on 10,000 rows the whole process is mostly start-up), and the floor under it: a process that
+   only imports what any judger needs and the raw script does not (RolloutState's pydantic, asyncio,
+   NumPy's random for the @N metrics), timed against the raw script in rounds of its own.
+   ``--importtime`` adds the heaviest imports of that ``judger score`` process (``python -X
+   importtime``, cumulative).
 
 Each side is a fresh ``python`` process, timed from spawn to exit, alternating; medians.
 ``--before SRC`` adds, in the same rounds, ``judger score`` run from another checkout's ``src``.
@@ -252,6 +255,26 @@ def compare(
     print(row)
 
 
+# what any judger must import that the raw script does not: RolloutState (pydantic), asyncio
+# (batch_judge is a coroutine), NumPy's random (the @N metrics' bootstrap, verl's to the bit)
+_FLOOR_IMPORTS = "import json, judger.scorers.math.gsm8k, judger.core.rollout, asyncio, numpy.random"
+
+
+def imports_floor(raw_cmd: list[str], repeat: int) -> None:
+    """A process doing nothing but :data:`_FLOOR_IMPORTS`, against the raw script, alternating."""
+    floor_cmd = [sys.executable, "-c", _FLOOR_IMPORTS]
+    wall(floor_cmd)
+    floor, raw = [], []
+    for _ in range(repeat):
+        floor.append(wall(floor_cmd))
+        raw.append(wall(raw_cmd))
+    a, b = statistics.median(floor), statistics.median(raw)
+    print(
+        f"\nthe imports alone (`{_FLOOR_IMPORTS}`, nothing read or scored): {a:.2f} s, "
+        f"{a / b:.2f}x the raw script's whole run ({b:.2f} s) in the same rounds"
+    )
+
+
 def table_head(before: Path | None, extra: str = "") -> None:
     """The header of a result table; ``extra``: more columns after the target (" a | b |")."""
     columns = f"| input | judger score | raw | ratio | target |{extra}"
@@ -278,6 +301,7 @@ def only_startup(args: argparse.Namespace, before: Path | None) -> None:
         gsm8k_rows(args.rows, gsm)
         raw = [py, str(ROOT / "bench" / "raw_score_gsm8k.py"), str(gsm)]
         compare(f"GSM8K, {args.rows:,} rows", [*score, str(gsm)], raw, args.repeat, "<= 3x", before)
+        imports_floor(raw, args.repeat)
         if args.importtime:
             heaviest_imports([*score, str(gsm)])
     print(f"\n{os.cpu_count()} CPUs; 1-minute load average at start {load:.1f}.")

@@ -8,7 +8,9 @@ Setup (once; bench/.cache is git-ignored):
 The 100,000 responses are built from ../shared/data/gsm8k_test.jsonl (reference solutions with
 correct, wrong, reformatted and malformed final answers, mostly distinct). Prints a markdown
 section: throughput of both, their ratio (target >= 0.8x), and whether judger's compat="verl" scores
-equal verl's on every response.
+equal verl's on every response. Two rows split judger's time: its batch scorer alone over the same
+two lists, and the floor (``batch_judge`` with a scorer that only makes each reward dict: reading
+each state's response and label and writing its reward).
 """
 
 from __future__ import annotations
@@ -151,12 +153,26 @@ def main() -> None:
         scorer = make_batch_scorer(compat)
         return lambda: scorer(responses, labels)
 
+    def floor() -> Callable[[], list[dict[str, Any]]]:
+        """``batch_judge`` whose scorer does nothing but make each sample's reward dict: what reading
+        every state's response and label and writing its reward costs, the scoring left out."""
+        judger = GSM8KJudgerConfig().build()
+        judger.batch_scorer = lambda responses, labels: [{"score": 0.0} for _ in responses]
+        batch = states()
+
+        def run() -> list[dict[str, Any]]:
+            done = asyncio.run(judger.batch_judge(batch))
+            return [s.reward for s in done]  # type: ignore[misc]
+
+        return run
+
     runs = {
         "verl": run_verl,
         "default": judge(None),
         "compat": judge("verl"),
         "scorer_default": scorer_alone(None),
         "scorer_compat": scorer_alone("verl"),
+        "floor": floor(),
     }
     times, values = interleaved(args.repeats, runs)
     verl_scores, ours, compat = values["verl"], values["default"], values["compat"]
@@ -187,11 +203,20 @@ def main() -> None:
         ('judger `GSM8KJudgerConfig(compat="verl")`', "compat"),
         ("judger's batch scorer alone over the same lists (default)", "scorer_default"),
         ('judger\'s batch scorer alone over the same lists (compat="verl")', "scorer_compat"),
+        ("judger's `batch_judge` with a scorer that only makes each reward dict (the floor)", "floor"),
     ]
     for label, name in rows:
         of_best, median = ratio(name)
         print(f"| {label} | {best[name]:.3f} | {n / best[name]:,.0f} | {of_best:.2f}x | {median:.2f}x |")
     print()
+    # judger's time is about floor + scorer: 0.8x of verl leaves the scorer 1/0.8 - floor/verl of verl's time
+    room = 1 / 0.8 - best["floor"] / best["verl"]
+    print(
+        f"- the floor alone takes {best['floor'] / best['verl']:.2f}x verl's whole loop's time: for 0.8x, "
+        "judger's scorer would have to run "
+        + (f"{1 / room:.2f}x as fast as verl's" if room > 0 else "in no time at all")
+        + " (the scorer alone runs at the two scorer rows above)"
+    )
     print(
         f'- compat="verl" scores equal to verl\'s: {n - len(mismatches):,} / {n:,} '
         f"({'all equal' if not mismatches else f'{len(mismatches)} differ, first {mismatches[:5]}'})"
