@@ -61,10 +61,19 @@ def test_examples_pick_k_per_source_and_shorten() -> None:
     assert shorten("a\n\n b", 10) == "a b"
 
 
-def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
-    """judger score keeps columns of numbers, not the states: its summary must be the same dict."""
+def _tallied(states: list[RolloutState], chunk: int, elapsed_s: float) -> tuple[dict, dict]:
+    """The summary of a :class:`~judger.cli.tally.Tally` fed ``states`` ``chunk`` at a time, and
+    :func:`summarize`'s of the same states."""
     from judger.cli.tally import Tally
 
+    tally = Tally()
+    for lo in range(0, len(states), chunk):
+        tally.add(states[lo : lo + chunk])
+    return tally.summary(elapsed_s), summarize(states, elapsed_s=elapsed_s)
+
+
+def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
+    """judger score keeps columns of numbers, not the states: its summary must be the same dict."""
     states = []
     for i in range(60):
         group = None if i % 10 == 9 else f"g{i // 4}"
@@ -81,11 +90,8 @@ def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
         if i % 13 == 0:
             s.status, s.reward = Status.ABORTED, None  # not judged, not failed: skipped
         states.append(s)
-    tally = Tally()
-    for lo in range(0, len(states), 16):
-        tally.add(states[lo : lo + 16])
-    expected = summarize(states, elapsed_s=1.5)
-    assert tally.summary(1.5) == expected
+    got, expected = _tallied(states, 16, 1.5)
+    assert got == expected
     assert (
         expected["data_sources"]["a"]["at_n"] is not None
         and expected["skipped"] > 0
@@ -97,8 +103,6 @@ def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None
     """One sample's reward variable holding an int no float holds must not stop the report (it was an
     OverflowError out of the tally, the summary and the metrics); it counts as a value that is not a
     number, in the tally as in :func:`summarize`, whether groups hold one sample or several."""
-    from judger.cli.tally import Tally
-
     for group_of in (lambda i: f"g{i}", lambda i: f"g{i // 3}"):
         states = []
         for i in range(12):
@@ -108,11 +112,8 @@ def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None
             if i == 7:
                 s.reward["acc"] = 10**400
             states.append(s)
-        tally = Tally()
-        for lo in range(0, len(states), 5):
-            tally.add(states[lo : lo + 5])
-        expected = summarize(states, elapsed_s=1.0)
-        assert tally.summary(1.0) == expected
+        got, expected = _tallied(states, 5, 1.0)
+        assert got == expected
         source = expected["data_sources"]["a"]
         assert source["judged"] == 12 and "digits" not in source["metrics"]
         assert source["accuracy"] == 5 / 11  # the acc no float holds is no accuracy
@@ -120,8 +121,6 @@ def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None
 
 def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> None:
     """The NumPy-free mean@1 (whole numbers) and the full metrics (fractions) give the same summary."""
-    from judger.cli.tally import Tally
-
     for fractional in (False, True):
         states = []
         for i in range(50):
@@ -131,8 +130,6 @@ def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> No
                 if i % 5 == 0:
                     del s.reward["acc"]  # a variable some samples lack
             states.append(s)
-        tally = Tally()
-        tally.add(states)
-        expected = summarize(states, elapsed_s=1.0)
-        assert tally.summary(1.0) == expected
+        got, expected = _tallied(states, len(states), 1.0)
+        assert got == expected
         assert expected["data_sources"]["a"]["metrics"]["tokens"]["mean@1"] > 0
