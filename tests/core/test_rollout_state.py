@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+
 import pytest
 from pydantic import ValidationError
 
@@ -128,6 +130,23 @@ def test_from_checked_equals_a_validated_state() -> None:
     fast.reward = {"score": 1.0}
     assert "reward" in fast.model_fields_set
     assert fast.model_copy(update={"response": "8"}).response == "8"
+
+
+def test_a_fields_builder_builds_what_from_checked_builds_and_checks_its_keys_once() -> None:
+    """A reader's builder for one fixed set of fields (the verl row reader's) skips the per-call
+    checks of from_checked: the keys are checked when it is made, and refused there by name."""
+    from judger.core.rollout import fields_builder
+
+    values = _checked_values()
+    build = fields_builder(values)
+    fast, checked = build(_checked_values()), RolloutState.from_checked(_checked_values())
+    assert type(fast) is RolloutState and fast == checked == RolloutState(**_checked_values())
+    assert list(fast.__dict__) == list(checked.__dict__)
+    assert fast.model_fields_set == checked.model_fields_set
+    assert sys.getsizeof(fast.__pydantic_fields_set__) == sys.getsizeof(checked.__pydantic_fields_set__)
+    for keys in ({"response", "message"}, {*values, "uid"}, {*values, "respons"}):
+        with pytest.raises(ValueError, match="extra_fields"):
+            fields_builder(keys)  # a field made per state missing, uid, a name that is no field
 
 
 def test_from_checked_gives_each_state_its_own_default_containers() -> None:

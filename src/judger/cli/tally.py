@@ -36,6 +36,8 @@ from judger.trainer.metrics import _is_number as metrics_is_number
 _MISSING = -1
 # the types array("d") takes as _is_number would (float() of each)
 _FLOAT_TYPES = frozenset((float, int, bool))
+# the types a chunk's score or acc values are summed at once for (an int may have no float)
+_SUMMED_TYPES = frozenset((float, bool))
 
 
 def _is_number(value: Any) -> bool:
@@ -108,8 +110,21 @@ class _Column:
                 return
             except OverflowError:  # an int past float's range: not a number (_is_number)
                 del self.floats[before:]
-        for value in values:
+        for i, value in enumerate(values):
+            if self.floats is None:  # value codes from here on
+                self._extend_codes(values[i:])
+                return
             self.append(value)
+
+    def _extend_codes(self, values: list[Any]) -> None:
+        assert self.codes is not None
+        codes, code_of = self.codes, self._code_of.get
+        for value in values:
+            if value is None:
+                codes.append(_MISSING)
+                continue
+            code = code_of(value) if type(value) is str else None  # text (``pred``): no hash check
+            codes.append(self._code(value) if code is None else code)
 
     def extend(self, other: _Column | None, n: int) -> None:
         """Append ``other``'s ``n`` values; None: the other tally's samples never had this variable."""
@@ -169,16 +184,21 @@ class _Source:
             mine[1] += theirs[1]
         self.reasons.update(other.reasons)
 
-    def add_reward(self, reward: dict[str, Any]) -> None:
-        self.judged += 1
+    def add_rewards(self, rewards: list[dict[str, Any]]) -> None:
+        self.judged += len(rewards)
         for total, key in ((self.scores, "score"), (self.accs, "acc")):
-            value = reward.get(key)
-            # report._number, without its calls for the usual finite float (inf - inf is NaN)
-            if type(value) is not float or value - value != 0.0:
+            values = [reward.get(key) for reward in rewards]
+            if _SUMMED_TYPES.issuperset(map(type, values)):
+                chunk = sum(values)
+                if chunk - chunk == 0.0:  # finite, so every value was (report._number takes them all)
+                    total[0] += chunk
+                    total[1] += len(values)
+                    continue
+            for value in values:
                 value = _number(value)
-            if value is not None:
-                total[0] += value
-                total[1] += 1
+                if value is not None:
+                    total[0] += value
+                    total[1] += 1
 
 
 class Tally:
@@ -203,6 +223,7 @@ class Tally:
         codes: list[int] = []
         groups: list[int] = []
         rewards: list[dict[str, Any]] = []
+        of_source: dict[_Source, list[dict[str, Any]]] = {}
         failed = Status.FAILED
         for state in states:
             data_source = state.data_source
@@ -221,13 +242,18 @@ class Tally:
                 if kind is None:
                     source.skipped += 1
                 continue
-            source.add_reward(reward)
+            judged = of_source.get(source)
+            if judged is None:
+                judged = of_source[source] = []
+            judged.append(reward)
             group = state.group_id
             # a str uid is its own prompt key: hashed here without the call
             groups.append(hash(("str", group)) if type(group) is str else _group_hash(state))
             codes.append(code)
             rewards.append(reward)
         self.samples += len(states)
+        for source, judged in of_source.items():
+            source.add_rewards(judged)
         self._add_judged(codes, groups, rewards)
         if self._k:
             self._take_examples(examples(states, self._k))

@@ -205,14 +205,22 @@ class RolloutState(BaseModel):
         return self.reward_model.get("ground_truth") if self.reward_model else None
 
 
-def checked_builder() -> Callable[[dict[str, Any]], RolloutState]:
-    """:meth:`RolloutState.from_checked`, with its per-class lookups done once: for a reader that
-    builds a state per row."""
-    names = _field_names(RolloutState)
+def fields_builder(keys: Iterable[str]) -> Callable[[dict[str, Any]], RolloutState]:
+    """:meth:`RolloutState.from_checked` for a reader whose every ``values`` holds exactly ``keys``:
+    what ``from_checked`` asks of each call (field names only, no ``uid``/``rollout_id``, every field
+    made per state given) is asked of ``keys`` here, once. ValueError if ``keys`` do not pass."""
+    keyset = frozenset(keys)
     defaults, factories = _defaults()
+    made = {name for name, _ in factories}
+    fields_only = _field_names(RolloutState).issuperset(keyset) and not {"uid", "rollout_id"} & keyset
+    if not fields_only or not made <= keyset:
+        raise ValueError(f"fields_builder: field names other than uid/rollout_id, {sorted(made)} among them")
+    copy = defaults.copy
 
     def build(values: dict[str, Any]) -> RolloutState:
-        return _build_checked(values, names, defaults, factories)
+        data = copy()
+        data.update(values)
+        return _state_of(data, set(keyset))
 
     return build
 
@@ -225,16 +233,21 @@ def _build_checked(
 ) -> RolloutState:
     if not names.issuperset(values) or "uid" in values or "rollout_id" in values:
         return RolloutState.model_validate(values)
-    data = defaults.copy()  # in field order, as validation lays the dict out
+    data = defaults.copy()
     for name, factory in factories:
         if name not in values:
             data[name] = factory()
     data.update(values)
-    state = _new(RolloutState)
-    _put(state, "__dict__", data)
     # set(dict) sizes the table for the keys at once: a set grown one key at a time would be half
     # as large again, for every state held
-    _put(state, "__pydantic_fields_set__", set(values))
+    return _state_of(data, set(values))
+
+
+def _state_of(data: dict[str, Any], fields_set: set[str]) -> RolloutState:
+    """A RolloutState of ``data`` (every field, in field order, as validation lays the dict out)."""
+    state = _new(RolloutState)
+    _put(state, "__dict__", data)
+    _put(state, "__pydantic_fields_set__", fields_set)
     _put(state, "__pydantic_extra__", None)
     _put(state, "__pydantic_private__", None)
     return state

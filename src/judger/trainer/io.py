@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from judger.core.errors import InputError
-from judger.core.rollout import RolloutState, Status, checked_builder
+from judger.core.rollout import RolloutState, Status, fields_builder
 from judger.trainer.verl_row import decode_nested as decode_nested
 from judger.trainer.verl_row import messages_of as messages_of
 from judger.trainer.verl_row import read_verl_row
@@ -212,13 +212,17 @@ def parse_row(
     ], "verl"
 
 
+# the fields a plain verl row sets (every other field keeps its default)
+_PLAIN_FIELDS = ("data_source", "group_id", "status", "message", "reward_model", "response", "extra_fields")
+
+
 def plain_row_reader() -> Callable[[dict[str, Any]], RolloutState | None]:
     """``read(row)``: the state :func:`parse_row` gives a decoded verl row of the common shape (one
     string ``response``, chat messages, a ``reward_model`` object, ``extra_info`` an object or
     absent, ``data_source`` and ``uid`` plain, no ``status``), built in one step; None for any other
     row, which :func:`parse_row` then reads (and refuses, if it must, in its words)."""
-    build = checked_builder()
-    verl_columns, skipped = _VERL_COLUMNS, _VERL_COLUMNS | _OUTPUT_COLUMNS
+    build = fields_builder(_PLAIN_FIELDS)
+    skipped = _VERL_COLUMNS | _OUTPUT_COLUMNS
     completed = Status.COMPLETED
 
     def read(row: dict[str, Any]) -> RolloutState | None:
@@ -244,7 +248,8 @@ def plain_row_reader() -> Callable[[dict[str, Any]], RolloutState | None]:
                 return None
             messages.append(dict(message))
         extra: dict[str, Any] = {} if extra_info is None else {"extra_info": extra_info}
-        if len(row) > len(verl_columns.intersection(row)):
+        # the verl columns of such a row: the four checked above, and extra_info and uid if given
+        if len(row) > 4 + ("extra_info" in row) + ("uid" in row):
             columns = {k: v for k, v in row.items() if k not in skipped}
             if columns:
                 extra["columns"] = columns
