@@ -141,6 +141,26 @@ def test_get_reward_openrlhf_protocol(server: str) -> None:
     assert "cannot score EXPLODE" in reply["failures"][2]["message"]
 
 
+def _odd_acc(response: str, label: str, extra_info: Any = None) -> dict[str, Any]:
+    # the acc a judger's author might compute: a count no float holds, a NaN, an infinity, text
+    odd = {"huge": 10**400, "nan": float("nan"), "inf": float("inf"), "text": "yes"}
+    return {"score": 1.0, "acc": odd.get(response, True)}
+
+
+def test_get_reward_logs_are_numbers_openrlhf_can_carry() -> None:
+    """OpenRLHF stacks and averages ``extra_logs``: a log value that is no finite number goes as 0.0
+    (as text always did) and the batch is answered; an int past float's range raised OverflowError
+    and failed the whole request, a NaN reached the client's step means."""
+    app = create_app(JudgerConfig(judger_name="odd", reward_handler=_odd_acc))
+    with serve_asgi(app) as srv:
+        body = {"query": ["huge", "nan", "inf", "text", "ok"], "labels": ["1"] * 5}
+        reply = httpx.post(srv.url + "/get_reward", json=body)
+    assert reply.status_code == 200, reply.text
+    logs = reply.json()["extra_logs"]
+    assert logs["acc"] == [0.0, 0.0, 0.0, 0.0, 1.0] and logs["judge_failed"] == [0.0] * 5
+    assert reply.json()["rewards"] == [1.0] * 5
+
+
 def test_bad_requests_name_the_field(server: str) -> None:
     malformed = httpx.post(
         server + "/reward", content=b'{"response": ', headers={"content-type": "application/json"}

@@ -6,26 +6,20 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from judger.core.outputs import fits_float
+from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.metrics import Metrics, compute_validation_metrics, data_source_name
 
 AT_N = ("mean", "best", "maj", "pass")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and (type(value) is not int or fits_float(value)):
-        return float(value) if math.isfinite(value) else None
-    return None
+_number = finite_number
 
 
 def _mean(values: list[float]) -> float | None:

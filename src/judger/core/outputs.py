@@ -20,6 +20,18 @@ def fits_float(value: int) -> bool:
 _FLOAT_MAX = sys.float_info.max
 
 
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float (a bool as 0/1), or None when it is none: NaN, an infinity, an int
+    past float's range, text, None. For reports and protocols that average or carry numbers."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int):
+        return float(value) if fits_float(value) else None
+    if isinstance(value, float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def _where(judger_name: str, index: int | None) -> str:
     return f"judger {judger_name!r}" + (f" (batch index {index})" if index is not None else "")
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState
 from judger.server.context import ServerContext, server_context
 from judger.server.models import GetRewardRequest, GetRewardResponse
@@ -46,8 +47,10 @@ def _rewards(
         rewards.append(float(score) if failure is None and score is not None else fallback)
         flags.append(0.0 if failure is None else 1.0)
         for key, column in logs.items():
-            value = reward_dict.get(key)
-            column.append(float(value) if isinstance(value, (int, float)) else 0.0)
+            # a number OpenRLHF can stack and average: not a NaN, nor an int no float holds (that
+            # raised OverflowError and failed the whole request)
+            value = finite_number(reward_dict.get(key))
+            column.append(0.0 if value is None else value)
     logs["judge_failed"] = flags
     return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs, "failures": failures}
 
