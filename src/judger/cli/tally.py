@@ -187,7 +187,7 @@ class _Source:
     def add_rewards(self, rewards: list[dict[str, Any]]) -> None:
         self.judged += len(rewards)
         for total, key in ((self.scores, "score"), (self.accs, "acc")):
-            values = [reward.get(key) for reward in rewards]
+            values: list[Any] = [reward.get(key) for reward in rewards]
             if _SUMMED_TYPES.issuperset(map(type, values)):
                 chunk = sum(values)
                 if chunk - chunk == 0.0:  # finite, so every value was (report._number takes them all)
