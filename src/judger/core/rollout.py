@@ -214,7 +214,10 @@ def fields_builder(keys: Iterable[str]) -> Callable[[dict[str, Any]], RolloutSta
     made = {name for name, _ in factories}
     fields_only = _field_names(RolloutState).issuperset(keyset) and not {"uid", "rollout_id"} & keyset
     if not fields_only or not made <= keyset:
-        raise ValueError(f"fields_builder: field names other than uid/rollout_id, {sorted(made)} among them")
+        raise ValueError(
+            f"fields_builder needs RolloutState field names other than uid and rollout_id, with "
+            f"{sorted(made)} among them; got {sorted(keyset)}"
+        )
     copy = defaults.copy
 
     def build(values: dict[str, Any]) -> RolloutState:
