@@ -101,8 +101,8 @@ def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
 
 def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None:
     """One sample's reward variable holding an int no float holds must not stop the report (it was an
-    OverflowError out of the tally, the summary and the metrics); it counts as a value that is not a
-    number, in the tally as in :func:`summarize`, whether groups hold one sample or several."""
+    OverflowError out of the tally, the summary and the metrics); it counts as missing, as NaN does,
+    in the tally as in :func:`summarize`, whether groups hold one sample or several."""
     for group_of in (lambda i: f"g{i}", lambda i: f"g{i // 3}"):
         states = []
         for i in range(12):
@@ -115,8 +115,10 @@ def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None
         got, expected = _tallied(states, 5, 1.0)
         assert got == expected
         source = expected["data_sources"]["a"]
-        assert source["judged"] == 12 and "digits" not in source["metrics"]
+        assert source["judged"] == 12 and source["metrics"]["digits"]  # the others' values count
         assert source["accuracy"] == 5 / 11  # the acc no float holds is no accuracy
+        states[4].reward["digits"] = None  # type: ignore[index]
+        assert summarize(states, elapsed_s=1.0)["data_sources"]["a"]["metrics"] == source["metrics"]
 
 
 def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> None:

@@ -100,7 +100,7 @@ def test_one_reward_holding_an_int_past_floats_range_does_not_stop_the_run(
     write_jsonl: Any, row: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A reward variable is the judger's to fill: one int too large for a float stopped the whole run
-    (OverflowError in the report); now the variable is reported as not a number and every row kept."""
+    (OverflowError in the report); now that value counts as missing and every row is kept."""
     rows = [row(r, "7", uid=f"u{i % 2}") for i, r in enumerate(["7", "huge", "7", "12"])]
     config = tmp_path / "huge_config.py"
     config.write_text(CONFIG_HUGE_INT)
@@ -111,7 +111,8 @@ def test_one_reward_holding_an_int_past_floats_range_does_not_stop_the_run(
     assert code == 0, err
     source = json.loads(out)["data_sources"]["toy"]
     assert source["judged"] == 4 and source["mean_score"] == 0.5
-    assert "digits" not in source["metrics"] and "score" in source["metrics"]
+    # the huge value is missing, the others count: 1 and 1 in u0, 2 in u1
+    assert source["metrics"]["digits"]["mean@2"] == 1.0 and source["metrics"]["score"]
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
     assert [r["reward"]["digits"] for r in written] == [1, 10**400, 1, 2]
 

@@ -175,6 +175,28 @@ def test_diff_finds_the_verdicts_verl_mode_and_default_mode_disagree_on(
     assert one.get("/api/diff").status_code == 404
 
 
+def test_a_reward_holding_an_int_no_float_holds_does_not_stop_the_index(tmp_path: Path) -> None:
+    """A scored file is anyone's to write: one row whose reward holds an int past float's range made
+    the index raise (np.isfinite's TypeError) and the viewer showed nothing of the file; now that
+    value is no score and every other row is served."""
+    base = {"data_source": "openai/gsm8k", "prompt": "1+1?", "reward_model": {"ground_truth": "2"}}
+    rows = [
+        {**base, "response": "2", "reward": {"score": 1.0, "acc": True}, "score": 1.0},
+        {**base, "response": "big", "reward": {"score": 10**400, "acc": 10**400}, "score": None},
+        {**base, "response": "3", "reward": {"score": 0.0, "acc": False}, "score": 0.0},
+    ]
+    path = tmp_path / "scored.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c = TestClient(create_app(RolloutIndex(path, scorer=None)), base_url=LOCAL)
+    items = c.get("/api/samples").json()["items"]
+    assert [(i["response"], i["score"], i["verdict"]) for i in items] == [
+        ("2", 1.0, "right"),
+        ("big", None, "wrong"),
+        ("3", 0.0, "wrong"),
+    ]
+    assert c.get("/api/summary").json()["summary"]["data_sources"]["openai/gsm8k"]["mean_score"] == 0.5
+
+
 def test_failed_and_timed_out_samples_keep_their_reason(tmp_path: Path) -> None:
     base = {"data_source": "openai/gsm8k", "prompt": "1+1?", "reward_model": {"ground_truth": "2"}}
     rows = [

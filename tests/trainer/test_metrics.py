@@ -190,15 +190,18 @@ def test_strings_and_missing_values() -> None:
     assert got["b"]["score"] == {"mean@1": 1.0}
 
 
-def test_an_int_past_floats_range_is_no_number_not_an_error() -> None:
-    """A reward variable may hold any int (a count of digits, say); one that no float holds is left
-    out of the numeric metrics as text is, instead of raising OverflowError for the whole batch."""
+def test_an_int_past_floats_range_is_missing_not_an_error() -> None:
+    """A reward variable may hold any int (a count of digits, say); one that no float holds is a
+    missing value, as NaN is, instead of an OverflowError for the whole batch or the variable lost
+    for every other sample."""
     ds, uids = ["a"] * 4, ["u", "u", "v", "v"]
     huge = 10**400
-    for digits in ([3, huge, 1, 2], [huge, huge, huge, huge]):
-        got = process_validation_metrics(ds, uids, {"score": [1.0, 0.0, 1.0, 1.0], "digits": digits})
-        assert "digits" not in got["a"]
+    for digits, missing in (([3, huge, 1, 2], [3, None, 1, 2]), ([huge] * 4, [None] * 4)):
+        score = [1.0, 0.0, 1.0, 1.0]
+        got = process_validation_metrics(ds, uids, {"score": score, "digits": digits})
+        assert got == process_validation_metrics(ds, uids, {"score": score, "digits": missing})
         assert got["a"]["score"]["mean@2"] == 0.75
+    assert "digits" in process_validation_metrics(ds, uids, {"digits": [3, huge, 1, 2]})["a"]
     fits = process_validation_metrics(ds, uids, {"digits": [3, 10**20, 1, 2]})
     assert fits["a"]["digits"]["mean@2"] == pytest.approx((3 + 10**20 + 1 + 2) / 4)
 

@@ -43,10 +43,8 @@ _SUMMED_TYPES = frozenset((float, bool))
 def _is_number(value: Any) -> bool:
     """:func:`judger.trainer.metrics._is_number`, without importing NumPy for a value that cannot be
     one of its scalars (no such value exists while NumPy is not loaded)."""
-    if type(value) in (float, bool):
+    if type(value) in (float, int, bool):
         return True
-    if type(value) is int:
-        return fits_float(value)
     if "numpy" not in sys.modules:
         return isinstance(value, Real) and not isinstance(value, str)
     return metrics_is_number(value)
@@ -91,8 +89,8 @@ class _Column:
 
     def append(self, value: Any) -> None:
         if self.floats is not None:
-            if value is None:
-                self.floats.append(math.nan)
+            if value is None or (type(value) is int and not fits_float(value)):
+                self.floats.append(math.nan)  # missing (an int no float holds too, as NaN is)
                 return
             if _is_number(value):
                 self.floats.append(float(value))
@@ -108,7 +106,7 @@ class _Column:
             try:
                 self.floats.extend(values)  # array("d") converts each as float() does
                 return
-            except OverflowError:  # an int past float's range: not a number (_is_number)
+            except OverflowError:  # an int past float's range: missing, one value at a time
                 del self.floats[before:]
         for i, value in enumerate(values):
             if self.floats is None:  # value codes from here on

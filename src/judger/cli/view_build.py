@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from judger.cli.report import _prompt_text, failure_kind
 from judger.cli.tally import Tally, _group_hash
+from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import InputError, RowError, iter_rows, json_default, parse_row
 from judger.trainer.metrics import data_source_name
@@ -165,12 +166,9 @@ def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
     return whole
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and np.isfinite(value):
-        return float(value)
-    return None
+# one sample's reward holding an int no float holds must not stop the file's index (np.isfinite
+# raised TypeError on it)
+_number = finite_number
 
 
 def verdict_of(state: RolloutState) -> int:

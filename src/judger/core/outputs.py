@@ -13,7 +13,8 @@ from judger.core.errors import JudgerOutputError
 
 def fits_float(value: int) -> bool:
     """Whether ``float(value)`` is defined: an int past float's range (a reward variable counting
-    digits, say) makes it raise OverflowError, and is then no number to average."""
+    digits, say) makes it raise OverflowError. Reports count such a value as missing, as they count
+    NaN: one sample's value must not take the variable's figures from every other sample."""
     return -_FLOAT_MAX <= value <= _FLOAT_MAX
 
 

@@ -17,7 +17,6 @@ A row that cannot be read does not stop the others: it becomes a :class:`RowErro
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from judger.core.errors import InputError
+from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status, fields_builder
 from judger.trainer.verl_row import decode_nested as decode_nested
 from judger.trainer.verl_row import messages_of as messages_of
@@ -417,7 +417,7 @@ def state_to_row(state: RolloutState) -> dict[str, Any]:
     reward = state.reward
     row["reward"] = reward
     score = reward.get("score") if reward else None
-    row["score"] = float(score) if isinstance(score, (int, float)) and math.isfinite(score) else None
+    row["score"] = finite_number(score)
     row["status"] = state.status.value
     row["error_msg"] = state.error_msg
     failure = state.extra_fields.get("judge_failure")

@@ -63,19 +63,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    if type(value) in (float, bool):
+    if type(value) in (float, int, bool):
         return True
-    if type(value) is int:
-        return fits_float(value)
     import numpy as np
 
-    if not isinstance(value, (Real, np.number, np.bool_)) or isinstance(value, str):
-        return False
-    try:
-        float(value)
-    except OverflowError:  # a Real with no float (a huge Fraction): not a number to average
-        return False
-    return True
+    return isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str)
 
 
 def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -90,7 +82,8 @@ def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         vals = fast.astype(np.float64)
         valid = ~np.isnan(vals) if fast.dtype.kind == "f" else np.ones(len(vals), dtype=bool)
         return (vals, valid) if valid.any() else None
-    values = list(raw)
+    # an int no float holds is missing, as NaN is (core.outputs.fits_float)
+    values: list[Any] = [None if type(v) is int and not fits_float(v) else v for v in raw]
     present = [v is not None for v in values]
     if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
         return None
