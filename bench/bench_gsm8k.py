@@ -9,8 +9,8 @@ The 100,000 responses are built from ../shared/data/gsm8k_test.jsonl (reference 
 correct, wrong, reformatted and malformed final answers, mostly distinct). Prints a markdown
 section: throughput of both, their ratio (target >= 0.8x), and whether judger's compat="verl" scores
 equal verl's on every response. Two rows split judger's time: its batch scorer alone over the same
-two lists, and the floor (``batch_judge`` with a scorer that only makes each reward dict: reading
-each state's response and label and writing its reward).
+two lists, and the floor (``batch_judge`` with a scorer that hands back rewards made beforehand:
+reading each state's response and label and writing its reward, nothing else).
 """
 
 from __future__ import annotations
@@ -134,8 +134,10 @@ def main() -> None:
     def states() -> list[RolloutState]:
         return [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
 
-    def judge(compat: str | None) -> Callable[[], list[dict[str, Any]]]:
+    def judge(compat: str | None, batch_scorer: Any = None) -> Callable[[], list[dict[str, Any]]]:
         judger = GSM8KJudgerConfig(compat=compat).build()
+        if batch_scorer is not None:
+            judger.batch_scorer = batch_scorer
         batch = states()  # built before timing: the trainer hands states over as they are
 
         def run() -> list[dict[str, Any]]:
@@ -153,18 +155,12 @@ def main() -> None:
         scorer = make_batch_scorer(compat)
         return lambda: scorer(responses, labels)
 
-    def floor() -> Callable[[], list[dict[str, Any]]]:
-        """``batch_judge`` whose scorer does nothing but make each sample's reward dict: what reading
-        every state's response and label and writing its reward costs, the scoring left out."""
-        judger = GSM8KJudgerConfig().build()
-        judger.batch_scorer = lambda responses, labels: [{"score": 0.0} for _ in responses]
-        batch = states()
+    # the floor: a scorer that hands back rewards made beforehand, so that judger's time is about the
+    # floor plus the scorer-alone row (which makes the dicts), counting nothing twice
+    made = [{"score": 0.0} for _ in range(n)]
 
-        def run() -> list[dict[str, Any]]:
-            done = asyncio.run(judger.batch_judge(batch))
-            return [s.reward for s in done]  # type: ignore[misc]
-
-        return run
+    def no_scoring(responses: Any, labels: Any) -> list[dict[str, Any]]:
+        return made[: len(responses)]
 
     runs = {
         "verl": run_verl,
@@ -172,7 +168,7 @@ def main() -> None:
         "compat": judge("verl"),
         "scorer_default": scorer_alone(None),
         "scorer_compat": scorer_alone("verl"),
-        "floor": floor(),
+        "floor": judge(None, no_scoring),
     }
     times, values = interleaved(args.repeats, runs)
     verl_scores, ours, compat = values["verl"], values["default"], values["compat"]
@@ -203,7 +199,7 @@ def main() -> None:
         ('judger `GSM8KJudgerConfig(compat="verl")`', "compat"),
         ("judger's batch scorer alone over the same lists (default)", "scorer_default"),
         ('judger\'s batch scorer alone over the same lists (compat="verl")', "scorer_compat"),
-        ("judger's `batch_judge` with a scorer that only makes each reward dict (the floor)", "floor"),
+        ("judger's `batch_judge` with no scoring, rewards made beforehand (the floor)", "floor"),
     ]
     for label, name in rows:
         of_best, median = ratio(name)

@@ -10,15 +10,14 @@ from typing import Any
 
 from judger.core.errors import JudgerOutputError
 
+_FLOAT_MAX = sys.float_info.max
+
 
 def fits_float(value: int) -> bool:
     """Whether ``float(value)`` is defined: an int past float's range (a reward variable counting
     digits, say) makes it raise OverflowError. Reports count such a value as missing, as they count
     NaN: one sample's value must not take the variable's figures from every other sample."""
     return -_FLOAT_MAX <= value <= _FLOAT_MAX
-
-
-_FLOAT_MAX = sys.float_info.max
 
 
 def finite_number(value: Any) -> float | None:
