@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,48 @@ def digits(response, label, extra_info):
 
 judger_config = JudgerConfig(judger_name="digits", reward_handler=digits)
 """
+
+
+# a handler that reports, as reward variables, what the process's cyclic collector is doing
+CONFIG_COLLECTOR = """
+import gc
+
+from judger import JudgerConfig
+
+
+def collector(response, label, extra_info):
+    return {"score": 1.0, "collecting": float(gc.isenabled()), "frozen": float(gc.get_freeze_count() > 0)}
+
+
+judger_config = JudgerConfig(judger_name="collector", reward_handler=collector)
+"""
+
+# the console script's entry(), run in a process of its own; at its exit, prints which of the
+# modules named in PROBED_MODULES it loaded
+ENTRY_MODULES = """
+import json, os, sys
+
+from judger.cli.main import entry
+
+exit_now = os._exit
+
+
+def report(code):
+    loaded = [m for m in os.environ["PROBED_MODULES"].split(",") if m in sys.modules]
+    sys.stdout.write(json.dumps({"loaded": loaded}) + "\\n")
+    sys.stdout.flush()
+    exit_now(code)
+
+
+os._exit = report
+sys.argv = ["judger", *sys.argv[1:]]
+entry()
+"""
+
+
+def _src_env(**extra: str) -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
 def _score(
@@ -328,6 +373,52 @@ def test_the_collector_threshold_is_raised_while_scoring_and_restored_after(
         code, _, _ = _score([str(write_jsonl([row("1", "1")])), "-c", str(exact_match_config)], capsys)
     assert code == 0 and seen and seen[0] >= 50_000
     assert gc.get_threshold() == before
+
+
+def test_the_commands_own_process_collects_cycles_while_it_scores(
+    tmp_path: Path, write_jsonl: Any, row: Any
+) -> None:
+    # the console script keeps the collector off while it imports: it must be on again (with the
+    # imported objects frozen out of its way) by the time anything is judged, or cycles would pile
+    # up for the whole run of `judger score` or `judger serve`
+    config = tmp_path / "collector.py"
+    config.write_text(CONFIG_COLLECTOR)
+    rows = write_jsonl([row("1", "1", uid=f"u{i}") for i in range(3)])
+    command = [sys.executable, "-m", "judger", "score", str(rows), "-c", str(config), "--format", "json"]
+    done = subprocess.run(
+        [*command, "--no-progress"], capture_output=True, text=True, timeout=300, env=_src_env()
+    )
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(done.stdout)["data_sources"]["toy"]["metrics"]
+    assert metrics["collecting"]["mean@1"] == 1.0
+    assert metrics["frozen"]["mean@1"] == 1.0
+
+
+def test_scoring_gsm8k_rows_loads_neither_the_process_pool_nor_the_math_scorers(
+    write_jsonl: Any, row: Any
+) -> None:
+    # `judger score` starts as fast as what it scores allows: rows routed to an inline scorer do
+    # not wait for the worker-process pool's multiprocessing, nor the MATH scorers, to import
+    probed = ["multiprocessing", "judger.runtime.procpool.shared", "judger.scorers.math.reward"]
+    gsm8k = write_jsonl(
+        [row("#### 7", "7", source="openai/gsm8k"), row("#### 8", "7", source="openai/gsm8k")]
+    )
+    math = write_jsonl([row("\\boxed{7}", "7", source="lighteval/MATH")], name="math.jsonl")
+    loaded = {}
+    for name, path in (("gsm8k", gsm8k), ("math", math)):
+        done = subprocess.run(
+            [sys.executable, "-c", ENTRY_MODULES, "score", str(path), "--format", "json", "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_src_env(PROBED_MODULES=",".join(probed)),
+        )
+        assert done.returncode == 0, done.stderr
+        summary, probe = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+        assert summary["judged"] == summary["samples"]
+        loaded[name] = probe["loaded"]
+    assert loaded["gsm8k"] == []
+    assert "judger.scorers.math.reward" in loaded["math"]  # the probe sees them where they are used
 
 
 @pytest.mark.parametrize(

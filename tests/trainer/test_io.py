@@ -224,6 +224,36 @@ def _variants(row) -> list[dict]:
     return [*[(r, True) for r in out], *[(r, False) for r in off]]
 
 
+def test_json_lines_decode_to_what_json_loads_gives_each_line() -> None:
+    from judger.trainer.io import json_rows
+
+    lines = [
+        '{"a": 1}\n',
+        '{"a": 1}',  # a last line without its newline
+        ' {"a": 1}\n',
+        '{"a": 1}  \r\n',
+        '{"a": 1}\x0c\n',  # str.isspace() takes a form feed, JSON does not
+        '\ufeff{"a": 1}\n',  # a byte-order mark past the first line
+        '{"a": 1} x\n',
+        '{"a": 1}{"b": 2}\n',
+        '{"a": ,}\n',
+        '{"a": [1, 2\n',
+        "tru\n",
+        "NaN\n",
+        '"text"\n',
+        '{"a": "\\ud800", "b": 1.5e400, "c": -0.0}\n',
+    ]
+    for number, got in json_rows(lines, "rows.jsonl", first=False):
+        line = lines[number - 1]
+        try:
+            expected: object = json.loads(line)
+        except json.JSONDecodeError as exc:
+            expected = f"row {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            assert str(got) == expected, line
+        else:
+            assert repr(got) == repr(expected), line
+
+
 def test_the_fast_row_reader_gives_what_parse_row_gives(row) -> None:
     from judger.trainer.io import parse_row, plain_row_reader
 

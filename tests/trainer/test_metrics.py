@@ -307,6 +307,15 @@ def test_prompt_groups_from_messages_key_equal_messages_together() -> None:
 
     assert prompt_key(state("q")) == prompt_key(state("q", "cr"))
     assert prompt_key(state("q")) != prompt_key(state("q2"))
+    # a message of other keys, or of more, is its own prompt, whatever its key order
+    assert prompt_key(state("q")) != prompt_key(RolloutState(message=[{"content": "q", "name": "user"}]))
+    named = [{"role": "user", "content": "q", "name": "a"}]
+    assert prompt_key(state("q")) != prompt_key(RolloutState(message=named))
+    assert prompt_key(RolloutState(message=named)) == prompt_key(
+        RolloutState(message=[{"name": "a", "content": "q", "role": "user"}])
+    )
+    # the key of a {role, content} message is that of any message: its sorted items
+    assert prompt_key(state("q")) == ("prompt", ((("content", "q"), ("role", "user")),))
     # unhashable (multimodal) content still groups by its JSON text
     parts = [{"type": "text", "text": "q"}]
     assert prompt_key(state(parts)) == prompt_key(state([dict(parts[0])], "cr"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -59,7 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    return int(_module(args._module).run(args) or 0)
+    command = _module(args._module)
+    if process.owned:
+        # What importing allocated (classes, schemas, functions) lives until the process ends:
+        # frozen, the cyclic collector no longer scans it on every collection while scoring
+        gc.freeze()
+        gc.enable()
+    return int(command.run(args) or 0)
 
 
 def entry() -> None:
@@ -71,6 +78,9 @@ def entry() -> None:
     once. Only here, in the command's own process: :func:`main` stays a plain call for tests.
     """
     process.owned = True
+    # no collection while the command imports (main() freezes what it imported, then collects as
+    # usual): dozens of collections would scan the same import-time objects, which never die
+    gc.disable()
     try:
         code = main()
     except KeyboardInterrupt:

@@ -7,16 +7,12 @@ is built (so that its start-up overlaps reading the input) and close it before t
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from judger.runtime.procpool.shared import (
-    close_shared_pool as _close_pool,
-)
-from judger.runtime.procpool.shared import (
-    configure_shared_pool,
-    shared_pool,
-    shared_pool_options,
-)
+# judger.runtime.procpool.shared is imported where a pool is asked for: a command whose judger
+# scores inline (GSM8K, QA) does not wait for its multiprocessing machinery to import
+_SHARED = "judger.runtime.procpool.shared"
 
 
 def uses_pool(judger: Any) -> bool:
@@ -40,14 +36,19 @@ def may_use_pool(judger: Any) -> bool:
 def start_pools(judger: Any) -> None:
     """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
     if uses_pool(judger):
+        from judger.runtime.procpool.shared import shared_pool
+
         shared_pool().start()
 
 
 def close_shared_pool() -> None:
     """Stop the shared worker processes, if scoring started them (they must not outlive the command)."""
-    _close_pool()
+    if _SHARED in sys.modules:  # else no pool was ever made in this process
+        sys.modules[_SHARED].close_shared_pool()
 
 
 def size_process_pool(workers: int) -> None:
     """Size the shared worker-process pool (keeping any other options already configured)."""
+    from judger.runtime.procpool.shared import configure_shared_pool, shared_pool_options
+
     configure_shared_pool(**{**shared_pool_options(), "workers": workers})

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from judger.cli import process
 from judger.cli.loading import ConfigError, load_preset, load_target
 from judger.cli.pools import close_shared_pool, size_process_pool, start_pools
 from judger.cli.report import progress_bar, render_examples, render_summary
@@ -208,9 +209,11 @@ def _say(message: str) -> None:
 # rows per chunk read, judged and written at a time: memory holds about two chunks
 CHUNK_ROWS = 4096
 _SHOWN_ERRORS = 20
-# a chunk allocates millions of objects and frees them by reference counting (rows hold no
-# cycles): a young-generation collection every few hundred allocations would only re-scan them
-_YOUNG_COLLECTION_EVERY = 50_000
+# A chunk allocates hundreds of thousands of objects and frees them by reference counting (rows
+# hold no cycles): a young-generation collection every few hundred allocations would only re-scan
+# them. Above what two chunks hold, a run's chunks come and go without one; cyclic garbage (a
+# failed sample's traceback) is still collected, after at most this many objects.
+_YOUNG_COLLECTION_EVERY = 200_000
 
 
 def _next_chunk(chunks: Iterator[Any]) -> Any:
@@ -219,13 +222,16 @@ def _next_chunk(chunks: Iterator[Any]) -> Any:
 
 @contextmanager
 def _few_collections() -> Iterator[None]:
-    """The garbage collector's young threshold raised while scoring, restored after."""
+    """The garbage collector's young threshold raised while scoring, restored after (except in the
+    command's own process, which ends here: restored, the threshold would start a collection of
+    everything the run left, only to delay the exit)."""
     before = gc.get_threshold()
     gc.set_threshold(max(before[0], _YOUNG_COLLECTION_EVERY), *before[1:])
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        if not process.owned:
+            gc.set_threshold(*before)
 
 
 def _refusal(args: argparse.Namespace) -> str | None:

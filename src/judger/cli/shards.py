@@ -49,7 +49,8 @@ _SHARD_PRELOAD = (
     "judger.cli.score",
     "judger.cli.tally",
     "judger.cli.sink",
-    "judger.compat.verl",
+    "judger.compat.verl.router",
+    "judger.compat.verl.compute_score",  # the MATH scorers (its package imports them on first use)
     "judger.presets",
 )
 

@@ -24,7 +24,6 @@ from judger.core.judger import (
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.procpool.shared import shared_pool
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 if TYPE_CHECKING:
@@ -420,6 +419,9 @@ class NativeJudger(BatchJudger):
     async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
         has its worker killed, so even a handler stuck in C code cannot outlive it."""
+
+        # imported here: the pool's multiprocessing machinery costs a thread-run judger's start-up
+        from judger.runtime.procpool.shared import shared_pool
 
         handler = self.handler
         assert not isinstance(handler.target, str)  # only URL handlers are strings; these are sync

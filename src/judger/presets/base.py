@@ -32,7 +32,6 @@ from judger.core.judger import (
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
-from judger.runtime.procpool.shared import shared_pool
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]
@@ -103,6 +102,9 @@ class ScorerJudger(BatchJudger):
     @property
     def pool(self) -> Any:
         if self._pool is None:
+            # imported here: an inline scorer (GSM8K, QA) never starts the pool's multiprocessing
+            from judger.runtime.procpool.shared import shared_pool
+
             self._pool = shared_pool()
         return self._pool
 

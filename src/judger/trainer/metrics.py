@@ -662,8 +662,16 @@ def prompt_key(state: RolloutState) -> Any:
     if state.group_id is not None:
         return state.group_id
     try:
-        # hashable messages (plain text chat) key by their items, at a tenth of a JSON dump's cost
-        key = tuple(tuple(sorted(m.items())) for m in state.message)
+        # hashable messages (plain text chat) key by their items, at a tenth of a JSON dump's cost;
+        # a {role, content} message's sorted items are written out, not sorted (most of the cost)
+        key = tuple(
+            [
+                (("content", m["content"]), ("role", m["role"]))
+                if len(m) == 2 and "content" in m and "role" in m
+                else tuple(sorted(m.items()))
+                for m in state.message
+            ]
+        )
         hash(key)
     except TypeError:  # multimodal content (lists), unorderable keys: the canonical JSON text
         return "prompt:" + json.dumps(state.message, sort_keys=True, default=str)

@@ -19,23 +19,57 @@ Every name here is imported by absolute path, so loading this file by path (as v
 gives the same, picklable, functions.
 """
 
-from judger.compat.verl.compute_score import (
-    DEFAULT_HEAVY_TIMEOUT,
-    VerlScore,
-    default_compute_score,
-    default_compute_score_batch,
-)
-from judger.compat.verl.loading import AsyncRewardFunction, RewardFunction, load_reward_function
-from judger.compat.verl.router import VerlDefaultJudgerConfig, VerlRouterJudger, default_judger_config
-from judger.compat.verl.routes import (
-    ROUTES,
-    VERL_DATA_SOURCES,
-    Compat,
-    Route,
-    find_route,
-    route_config,
-    route_of,
-)
+from __future__ import annotations
+
+from judger.core.lazy import lazy_exports
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
+    from judger.compat.verl.compute_score import (
+        DEFAULT_HEAVY_TIMEOUT,
+        VerlScore,
+        default_compute_score,
+        default_compute_score_batch,
+    )
+    from judger.compat.verl.loading import AsyncRewardFunction, RewardFunction, load_reward_function
+    from judger.compat.verl.router import VerlDefaultJudgerConfig, VerlRouterJudger, default_judger_config
+    from judger.compat.verl.routes import (
+        ROUTES,
+        VERL_DATA_SOURCES,
+        Compat,
+        Route,
+        find_route,
+        route_config,
+        route_of,
+    )
+
+# Each name is imported on first use: `judger score`'s routing needs the router, not the MATH
+# scorers and the worker-process pool behind default_compute_score.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("DEFAULT_HEAVY_TIMEOUT", "VerlScore", "default_compute_score", "default_compute_score_batch"),
+        "judger.compat.verl.compute_score",
+    ),
+    **dict.fromkeys(
+        ("AsyncRewardFunction", "RewardFunction", "load_reward_function"), "judger.compat.verl.loading"
+    ),
+    **dict.fromkeys(
+        ("VerlDefaultJudgerConfig", "VerlRouterJudger", "default_judger_config"),
+        "judger.compat.verl.router",
+    ),
+    **dict.fromkeys(
+        ("ROUTES", "VERL_DATA_SOURCES", "Compat", "Route", "find_route", "route_config", "route_of"),
+        "judger.compat.verl.routes",
+    ),
+}
+
+# the package by its absolute name, not __name__: verl may load this file by path, as another module
+__getattr__ = lazy_exports("judger.compat.verl", _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "DEFAULT_HEAVY_TIMEOUT",
