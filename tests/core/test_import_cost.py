@@ -146,3 +146,6 @@ def test_judger_score_on_gsm8k_loads_none_of_the_heavy_dependencies(tmp_path: Pa
         str(path),
     )
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    # nor what only other scorers use: the worker-process pool's multiprocessing, the MATH scorers
+    others = {"multiprocessing", "judger.runtime.procpool.shared", "judger.scorers.math.reward"}
+    assert not loaded & others, sorted(loaded & others)
