@@ -77,6 +77,22 @@ def collector(response, label, extra_info):
 judger_config = JudgerConfig(judger_name="collector", reward_handler=collector)
 """
 
+# an async handler that waits (as one calling an HTTP service does) before it answers
+CONFIG_WAITING = """
+import asyncio
+
+from judger import JudgerConfig
+
+
+async def waiting(response, label, extra_info):
+    await asyncio.sleep(0.02)
+    return {"score": float(response.removeprefix("#### ") == label)}
+
+
+judger_config = JudgerConfig(judger_name="waiting", reward_handler=waiting)
+"""
+
+
 def _src_env() -> dict[str, str]:
     src = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -369,6 +385,68 @@ def test_the_commands_own_process_collects_cycles_while_it_scores(
     metrics = json.loads(done.stdout)["data_sources"]["toy"]["metrics"]
     assert metrics["collecting"]["mean@1"] == 1.0
     assert metrics["frozen"]["mean@1"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("judger", "read_beside"),
+    # the file's first chunk is read before any judging, then the other two and the end of the file
+    [("--preset gsm8k", [False, False, False, False]), ("waiting", [False, True, True, True])],
+)
+def test_the_next_chunk_is_read_beside_a_judger_that_waits_and_in_turn_beside_one_that_computes(
+    judger: str,
+    read_beside: list[bool],
+    tmp_path: Path,
+    write_jsonl: Any,
+    row: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    if judger == "waiting":
+        config = tmp_path / "waiting.py"
+        config.write_text(CONFIG_WAITING)
+        chosen = ["-c", str(config)]
+    else:
+        chosen = judger.split()
+    beside: list[bool] = []
+    real = score_cli._next_chunk
+
+    def spy(chunks: Any) -> Any:
+        beside.append(threading.current_thread() is not threading.main_thread())
+        return real(chunks)
+
+    monkeypatch.setattr(score_cli, "_next_chunk", spy)
+    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2)
+    rows = write_jsonl([row(f"#### {i}", str(i) if i % 2 else "x", uid=f"u{i}") for i in range(6)])
+    code, out, _ = _score([str(rows), *chosen, "--format", "json"], capsys)
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["judged"] == 6 and summary["data_sources"]["toy"]["mean_score"] == 0.5
+    assert beside == read_beside
+
+
+def test_the_default_routing_reads_beside_once_a_route_that_waits_is_built(
+    write_jsonl: Any, row: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    beside: list[bool] = []
+    real = score_cli._next_chunk
+
+    def spy(chunks: Any) -> Any:
+        beside.append(threading.current_thread() is not threading.main_thread())
+        return real(chunks)
+
+    monkeypatch.setattr(score_cli, "_next_chunk", spy)
+    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2)
+    gsm8k = [row(f"#### {i}", str(i), uid=f"g{i}", source="openai/gsm8k") for i in range(2)]
+    math = [row(f"\\boxed{{{i}}}", str(i), uid=f"m{i}", source="lighteval/MATH") for i in range(4)]
+    code, out, _ = _score([str(write_jsonl(gsm8k + math)), "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["judged"] == 6
+    # GSM8K's scorer computes in this thread; MATH's route grades on worker processes: once built
+    # (judging the second chunk, read in turn), the reads go beside
+    assert beside == [False, False, False, True]
 
 
 @pytest.mark.parametrize(

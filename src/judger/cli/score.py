@@ -343,18 +343,30 @@ class _Outputs:
                 self.write_error = f"{type(exc).__name__}: {exc}"
 
 
+def _judges_in_this_thread(judger: Any) -> bool:
+    """Whether every judger under ``judger`` built so far scores inline, in the calling thread (a
+    router builds a route's judger when its first sample comes)."""
+    from judger.judgers.composed import leaf_judgers
+
+    return all(getattr(leaf, "execution", None) == "inline" for leaf in leaf_judgers(judger))
+
+
 async def _score_chunks(
     args: argparse.Namespace, judger: Any, chunks: Iterator[Any], first: Any, outputs: _Outputs
 ) -> None:
     # the bar only where someone watches it: a pipe or a CI log gets no control characters
     show_progress = not args.no_progress and sys.stderr.isatty()
     loop = asyncio.get_running_loop()
+    # The next chunk is read in a thread while this one is judged, where judging waits (on worker
+    # processes, handler threads, HTTP, Ray). Beside judgers that compute in this thread (inline
+    # scorers: GSM8K, QA) a reading thread would only take turns with them for the GIL: their
+    # chunks are read in turn.
+    beside = not _judges_in_this_thread(judger)  # a router: in turn until its first routes exist
     try:
         with progress_bar("rows", None, enabled=show_progress) as advance:
             chunk = first
             while chunk is not None:
-                # the next chunk is read (in a thread) while this one is judged
-                reading = loop.run_in_executor(None, _next_chunk, chunks)
+                reading = loop.run_in_executor(None, _next_chunk, chunks) if beside else None
                 try:
                     outputs.report_errors(chunk.errors)
                     to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
@@ -362,8 +374,9 @@ async def _score_chunks(
                     outputs.add(chunk)
                     advance(len(chunk.errors) + len(set(chunk.rows)))
                 finally:
-                    following = await reading
-                chunk = following
+                    following = await reading if reading is not None else None
+                chunk = following if reading is not None else _next_chunk(chunks)
+                beside = not _judges_in_this_thread(judger)
     finally:
         await judger.aclose()
         close_shared_pool()
