@@ -387,6 +387,23 @@ def test_the_commands_own_process_collects_cycles_while_it_scores(
     assert metrics["frozen"]["mean@1"] == 1.0
 
 
+def _reads_in_chunks_of_two(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Make `judger score` read chunks of two rows; the list it gives says, of each read, whether
+    it ran beside the judging (in another thread than the main one)."""
+    import threading
+
+    beside: list[bool] = []
+    real = score_cli._next_chunk
+
+    def spy(chunks: Any) -> Any:
+        beside.append(threading.current_thread() is not threading.main_thread())
+        return real(chunks)
+
+    monkeypatch.setattr(score_cli, "_next_chunk", spy)
+    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2)
+    return beside
+
+
 @pytest.mark.parametrize(
     ("judger", "read_beside"),
     # the file's first chunk is read before any judging, then the other two and the end of the file
@@ -401,23 +418,13 @@ def test_the_next_chunk_is_read_beside_a_judger_that_waits_and_in_turn_beside_on
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import threading
-
     if judger == "waiting":
         config = tmp_path / "waiting.py"
         config.write_text(CONFIG_WAITING)
         chosen = ["-c", str(config)]
     else:
         chosen = judger.split()
-    beside: list[bool] = []
-    real = score_cli._next_chunk
-
-    def spy(chunks: Any) -> Any:
-        beside.append(threading.current_thread() is not threading.main_thread())
-        return real(chunks)
-
-    monkeypatch.setattr(score_cli, "_next_chunk", spy)
-    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2)
+    beside = _reads_in_chunks_of_two(monkeypatch)
     rows = write_jsonl([row(f"#### {i}", str(i) if i % 2 else "x", uid=f"u{i}") for i in range(6)])
     code, out, _ = _score([str(rows), *chosen, "--format", "json"], capsys)
     assert code == 0
@@ -429,17 +436,7 @@ def test_the_next_chunk_is_read_beside_a_judger_that_waits_and_in_turn_beside_on
 def test_the_default_routing_reads_beside_once_a_route_that_waits_is_built(
     write_jsonl: Any, row: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
-
-    beside: list[bool] = []
-    real = score_cli._next_chunk
-
-    def spy(chunks: Any) -> Any:
-        beside.append(threading.current_thread() is not threading.main_thread())
-        return real(chunks)
-
-    monkeypatch.setattr(score_cli, "_next_chunk", spy)
-    monkeypatch.setattr(score_cli, "CHUNK_ROWS", 2)
+    beside = _reads_in_chunks_of_two(monkeypatch)
     gsm8k = [row(f"#### {i}", str(i), uid=f"g{i}", source="openai/gsm8k") for i in range(2)]
     math = [row(f"\\boxed{{{i}}}", str(i), uid=f"m{i}", source="lighteval/MATH") for i in range(4)]
     code, out, _ = _score([str(write_jsonl(gsm8k + math)), "--format", "json"], capsys)
