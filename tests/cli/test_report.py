@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from typing import Any
+
 import pytest
 from rich.console import Console
 
@@ -99,18 +103,20 @@ def test_the_streamed_tally_summarises_exactly_as_summarize_does() -> None:
     )
 
 
-def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None:
-    """One sample's reward variable holding an int no float holds must not stop the report (it was an
-    OverflowError out of the tally, the summary and the metrics); it counts as missing, as NaN does,
-    in the tally as in :func:`summarize`, whether groups hold one sample or several."""
+@pytest.mark.parametrize("huge", [10**400, Fraction(10**400, 3)])
+def test_a_number_past_floats_range_in_a_reward_is_summarised_not_raised(huge: Any) -> None:
+    """One sample's reward variable holding a number no float holds (an int, a Fraction) must not stop
+    the report (it was an OverflowError out of the tally, the summary and the metrics); it counts as
+    missing, as NaN does, in the tally as in :func:`summarize`, whether groups hold one sample or
+    several."""
     for group_of in (lambda i: f"g{i}", lambda i: f"g{i // 3}"):
         states = []
         for i in range(12):
             s = _state("a", group_of(i), acc=bool(i % 2))
             assert s.reward is not None
-            s.reward["digits"] = 10**400 if i == 4 else i
+            s.reward["digits"] = huge if i == 4 else i
             if i == 7:
-                s.reward["acc"] = 10**400
+                s.reward["acc"] = huge
             states.append(s)
         got, expected = _tallied(states, 5, 1.0)
         assert got == expected
@@ -119,6 +125,35 @@ def test_an_int_past_floats_range_in_a_reward_is_summarised_not_raised() -> None
         assert source["accuracy"] == 5 / 11  # the acc no float holds is no accuracy
         states[4].reward["digits"] = None  # type: ignore[index]
         assert summarize(states, elapsed_s=1.0)["data_sources"]["a"]["metrics"] == source["metrics"]
+
+
+def test_numpy_scalars_count_as_the_numbers_they_hold_and_nan_beside_none_is_missing() -> None:
+    """A handler's ``acc`` as NumPy computes it (``np.bool_``, ``np.float32``) is an accuracy: it
+    was no number to the report (accuracy None beside metrics that had it). A NaN in a variable that
+    also has None counts as missing, as it does where the variable has no None: the summary showed
+    ``mean@1: nan`` and differed from the streamed tally's."""
+    np = pytest.importorskip("numpy")
+    for values in ([np.bool_(True), np.bool_(False)], [np.float32(1.0), np.float32(0.0)]):
+        states = []
+        for i in range(8):
+            s = _state("a", f"g{i // 2}", acc=True)
+            assert s.reward is not None
+            s.reward["acc"] = values[i % 2]
+            states.append(s)
+        got, expected = _tallied(states, 3, 1.0)
+        assert got == expected and expected["data_sources"]["a"]["accuracy"] == 0.5
+    states = []
+    for i in range(8):
+        s = _state("a", f"g{i // 2}", acc=bool(i % 2))
+        assert s.reward is not None
+        s.reward["ratio"] = {0: None, 1: math.nan}.get(i, i / 8)
+        states.append(s)
+    got, expected = _tallied(states, 3, 1.0)
+    assert got == expected
+    ratio = expected["data_sources"]["a"]["metrics"]["ratio"]
+    assert all(math.isfinite(v) for v in ratio.values()), ratio
+    states[1].reward["ratio"] = None  # type: ignore[index]
+    assert summarize(states, elapsed_s=1.0)["data_sources"]["a"]["metrics"]["ratio"] == ratio
 
 
 def test_the_tally_of_one_sample_per_prompt_summarises_as_summarize_does() -> None:

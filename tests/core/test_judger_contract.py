@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -170,7 +171,19 @@ async def test_scores_are_coerced_to_float(score: Any, expected: float) -> None:
     assert s.reward["score"] == expected and type(s.reward["score"]) is float
 
 
-@pytest.mark.parametrize("score", [float("nan"), float("inf"), "1.0", None, [1.0]])
+@pytest.mark.parametrize(
+    "score",
+    # numbers no float holds were an OverflowError, not the judger's output named
+    [
+        float("nan"),
+        float("inf"),
+        "1.0",
+        None,
+        [1.0],
+        pytest.param(10**400, id="int past float's range"),
+        pytest.param(Fraction(10**400, 3), id="Fraction past float's range"),
+    ],
+)
 async def test_non_finite_or_non_numeric_scores_are_errors(score: Any) -> None:
     s = await ListJudger(result={"score": score}, judger_name="sc").judge(state("1"))
     assert s.status is Status.FAILED and s.reward is None

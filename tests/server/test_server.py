@@ -143,7 +143,10 @@ def test_get_reward_openrlhf_protocol(server: str) -> None:
 
 def _odd_acc(response: str, label: str, extra_info: Any = None) -> dict[str, Any]:
     # the acc a judger's author might compute: a count no float holds, a NaN, an infinity, text
+    import numpy as np
+
     odd = {"huge": 10**400, "nan": float("nan"), "inf": float("inf"), "text": "yes"}
+    odd |= {"np": np.bool_(True), "half": np.float32(0.5)}  # NumPy's values carry the number they hold
     return {"score": 1.0, "acc": odd.get(response, True)}
 
 
@@ -153,12 +156,12 @@ def test_get_reward_logs_are_numbers_openrlhf_can_carry() -> None:
     and failed the whole request, a NaN reached the client's step means."""
     app = create_app(JudgerConfig(judger_name="odd", reward_handler=_odd_acc))
     with serve_asgi(app) as srv:
-        body = {"query": ["huge", "nan", "inf", "text", "ok"], "labels": ["1"] * 5}
+        body = {"query": ["huge", "nan", "inf", "text", "ok", "np", "half"], "labels": ["1"] * 7}
         reply = httpx.post(srv.url + "/get_reward", json=body)
     assert reply.status_code == 200, reply.text
     logs = reply.json()["extra_logs"]
-    assert logs["acc"] == [0.0, 0.0, 0.0, 0.0, 1.0] and logs["judge_failed"] == [0.0] * 5
-    assert reply.json()["rewards"] == [1.0] * 5
+    assert logs["acc"] == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.5] and logs["judge_failed"] == [0.0] * 7
+    assert reply.json()["rewards"] == [1.0] * 7
 
 
 def test_bad_requests_name_the_field(server: str) -> None:

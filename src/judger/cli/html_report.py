@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from judger.cli.report import _prompt_text
-from judger.cli.view_index import SKIPPED, VERDICTS, _json_text, _number, plot_data, verdict_of
+from judger.cli.view_index import SKIPPED, VERDICTS, _json_text, plot_data, verdict_of
+from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import json_default
 from judger.trainer.metrics import data_source_name
@@ -50,7 +51,7 @@ class ReportSample:
             self.seen += 1
             name = data_source_name(state.data_source)
             verdict = verdict_of(state)
-            score = _number((state.reward or {}).get("score"))
+            score = finite_number((state.reward or {}).get("score"))
             if score is not None:
                 self._scores.setdefault(name, []).append(score)
                 self._reservoir(name, (len(state.response or ""), score))
@@ -85,7 +86,7 @@ class ReportSample:
             "response_index": 0,
             "data_source": name,
             "verdict": VERDICTS[verdict],
-            "score": _number(reward.get("score")),
+            "score": finite_number(reward.get("score")),
             "acc": reward.get("acc"),
             "pred": _json_text(reward.get("pred")),
             "length": len(state.response or ""),

@@ -19,9 +19,6 @@ from judger.trainer.metrics import Metrics, compute_validation_metrics, data_sou
 AT_N = ("mean", "best", "maj", "pass")
 
 
-_number = finite_number
-
-
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -99,8 +96,8 @@ def summarize(
     sources: dict[str, Any] = {}
     for name, group in by_source.items():
         kinds = [failure_kind(s) for s in group]
-        scores = [v for s in group if s.reward and (v := _number(s.reward.get("score"))) is not None]
-        accs = [v for s in group if s.reward and (v := _number(s.reward.get("acc"))) is not None]
+        scores = [v for s in group if s.reward and (v := finite_number(s.reward.get("score"))) is not None]
+        accs = [v for s in group if s.reward and (v := finite_number(s.reward.get("acc"))) is not None]
         var2metric = metrics.get(name, {})
         sources[name] = {
             "samples": len(group),

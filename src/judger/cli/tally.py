@@ -20,8 +20,8 @@ from collections.abc import Hashable, Sequence
 from numbers import Real
 from typing import Any
 
-from judger.cli.report import _at_n, _number, examples, failure_kind, failure_reason, top_reasons_of
-from judger.core.outputs import fits_float
+from judger.cli.report import _at_n, examples, failure_kind, failure_reason, top_reasons_of
+from judger.core.outputs import finite_number, float_or_nan
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import RowError
 from judger.trainer.mean_at_1 import mean_at_1
@@ -89,11 +89,11 @@ class _Column:
 
     def append(self, value: Any) -> None:
         if self.floats is not None:
-            if value is None or (type(value) is int and not fits_float(value)):
-                self.floats.append(math.nan)  # missing (an int no float holds too, as NaN is)
+            if value is None:
+                self.floats.append(math.nan)
                 return
             if _is_number(value):
-                self.floats.append(float(value))
+                self.floats.append(float_or_nan(value))  # a number no float holds: missing, as NaN
                 return
             self._to_codes()
         assert self.codes is not None
@@ -188,12 +188,12 @@ class _Source:
             values: list[Any] = [reward.get(key) for reward in rewards]
             if _SUMMED_TYPES.issuperset(map(type, values)):
                 chunk = sum(values)
-                if chunk - chunk == 0.0:  # finite, so every value was (report._number takes them all)
+                if chunk - chunk == 0.0:  # finite, so every value was (finite_number takes them all)
                     total[0] += chunk
                     total[1] += len(values)
                     continue
             for value in values:
-                value = _number(value)
+                value = finite_number(value)
                 if value is not None:
                     total[0] += value
                     total[1] += 1

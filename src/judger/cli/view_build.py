@@ -166,11 +166,6 @@ def read_with_outcomes(path: Path, *, restore: bool = True) -> ReadResult:
     return whole
 
 
-# one sample's reward holding an int no float holds must not stop the file's index (np.isfinite
-# raised TypeError on it)
-_number = finite_number
-
-
 def verdict_of(state: RolloutState) -> int:
     """Right when ``acc`` (else ``score``) is above 0; failed / timed out / skipped as the report counts."""
     kind = failure_kind(state)
@@ -178,8 +173,8 @@ def verdict_of(state: RolloutState) -> int:
         return TIMED_OUT if kind == "timeout" else FAILED
     if state.reward is None:
         return SKIPPED
-    acc = _number(state.reward.get("acc"))
-    value = acc if acc is not None else _number(state.reward.get("score"))
+    acc = finite_number(state.reward.get("acc"))
+    value = acc if acc is not None else finite_number(state.reward.get("score"))
     return RIGHT if value is not None and value > 0 else WRONG
 
 
@@ -228,7 +223,7 @@ class ColumnMaker:
                 for code, s in zip(source, states)
             ],
             "score": [
-                (v if s.reward and (v := _number(s.reward.get("score"))) is not None else np.nan)
+                (v if s.reward and (v := finite_number(s.reward.get("score"))) is not None else np.nan)
                 for s in states
             ],
             "verdict": [verdict_of(s) for s in states],

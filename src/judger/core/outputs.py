@@ -15,21 +15,36 @@ _FLOAT_MAX = sys.float_info.max
 
 def fits_float(value: int) -> bool:
     """Whether ``float(value)`` is defined: an int past float's range (a reward variable counting
-    digits, say) makes it raise OverflowError. Reports count such a value as missing, as they count
-    NaN: one sample's value must not take the variable's figures from every other sample."""
+    digits, say) makes it raise OverflowError (see :func:`float_or_nan`)."""
     return -_FLOAT_MAX <= value <= _FLOAT_MAX
 
 
+def float_or_nan(value: Any) -> float:
+    """``float(value)`` of a number, NaN when no float holds it (an int or a Fraction past float's
+    range raises OverflowError). Reports count NaN as missing: one sample's value must not stop, nor
+    take the figures of, every other."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
+
+
 def finite_number(value: Any) -> float | None:
-    """``value`` as a finite float (a bool as 0/1), or None when it is none: NaN, an infinity, an int
-    past float's range, text, None. For reports and protocols that average or carry numbers."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int):
-        return float(value) if fits_float(value) else None
-    if isinstance(value, float) and math.isfinite(value):
-        return float(value)
-    return None
+    """``value`` as a finite float (a bool as 0/1), or None when it is none: NaN, an infinity, a
+    number no float holds, text, None. NumPy's scalars count as the numbers they hold. For reports
+    and protocols that average or carry numbers."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if not isinstance(value, Real):
+        item = getattr(value, "item", None)  # NumPy's bool_ and 0-d arrays are not Real
+        try:
+            value = item() if callable(item) else None
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(value, Real):
+            return None
+    number = float_or_nan(value)
+    return number if math.isfinite(number) else None
 
 
 def _where(judger_name: str, index: int | None) -> str:
@@ -47,7 +62,7 @@ def coerce_score(score: Any, judger_name: str, index: int | None = None) -> floa
     if isinstance(score, bool):
         return float(score)
     if isinstance(score, Real):
-        value = float(score)
+        value = float_or_nan(score)  # one past float's range is refused below, by name
         if math.isfinite(value):
             return value
     raise JudgerOutputError(

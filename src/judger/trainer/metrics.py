@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy itself is imported where the metrics run: reading them costs nothing
     import numpy as np
 
-from judger.core.outputs import fits_float
+from judger.core.outputs import float_or_nan
 from judger.core.rollout import RolloutState
 
 Metrics = dict[str, dict[str, dict[str, float]]]
@@ -82,13 +82,14 @@ def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         vals = fast.astype(np.float64)
         valid = ~np.isnan(vals) if fast.dtype.kind == "f" else np.ones(len(vals), dtype=bool)
         return (vals, valid) if valid.any() else None
-    # an int no float holds is missing, as NaN is (core.outputs.fits_float)
-    values: list[Any] = [None if type(v) is int and not fits_float(v) else v for v in raw]
+    values = list(raw)
     present = [v is not None for v in values]
     if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
         return None
-    vals = np.array([float(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
-    return vals, np.asarray(present, dtype=bool)
+    # missing: None, NaN (as on the fast path) and a number no float holds
+    vals = np.array([float_or_nan(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
+    valid = ~np.isnan(vals)
+    return (vals, valid) if valid.any() else None
 
 
 def _hashable(value: Any) -> Hashable:
