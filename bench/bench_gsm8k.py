@@ -96,19 +96,24 @@ def build_responses(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return out
 
 
-def interleaved(
-    repeats: int, runs: dict[str, Callable[[], Any]]
-) -> tuple[dict[str, list[float]], dict[str, Any]]:
+Prepared = Callable[[], Callable[[], Any]]
+"""Makes one round's input (not timed) and hands back the call to time."""
+
+
+def interleaved(repeats: int, runs: dict[str, Prepared]) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Times of each run in each of ``repeats`` rounds, the runs alternating inside every round so
-    that load from other processes on a shared machine hits them alike."""
+    that load from other processes on a shared machine hits them alike. Each round's input is made
+    before its clock starts, and the last round's value is kept for checking."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     values: dict[str, Any] = {}
     for _ in range(repeats):
-        for name, fn in runs.items():
+        for name, prepare in runs.items():
+            values.pop(name, None)  # the last round's output is freed here, not on the clock
+            call = prepare()
             gc.collect()
             # CPU time of this process: on a shared machine, time spent descheduled is not ours
             start = time.process_time()
-            values[name] = fn()
+            values[name] = call()
             times[name].append(time.process_time() - start)
     return times, values
 
@@ -127,33 +132,31 @@ def main() -> None:
     pairs = build_responses(args.n)
     n = len(pairs)
 
-    def run_verl() -> list[float]:
+    def run_verl() -> Callable[[], list[float]]:
         score = verl.compute_score
-        return [score(response, gt) for response, gt in pairs]
+        return lambda: [score(response, gt) for response, gt in pairs]
 
-    def states() -> list[RolloutState]:
-        return [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
-
-    def judge(compat: str | None, batch_scorer: Any = None) -> Callable[[], list[dict[str, Any]]]:
+    def judge(compat: str | None, batch_scorer: Any = None) -> Prepared:
         judger = GSM8KJudgerConfig(compat=compat).build()
         if batch_scorer is not None:
             judger.batch_scorer = batch_scorer
-        batch = states()  # built before timing: the trainer hands states over as they are
 
-        def run() -> list[dict[str, Any]]:
-            done = asyncio.run(judger.batch_judge(batch))
-            return [s.reward for s in done]  # type: ignore[misc]
+        def prepare() -> Callable[[], list[RolloutState]]:
+            # fresh states each round, as a trainer hands them over (no reward yet): judging the same
+            # states again would free the last round's rewards on the clock
+            batch = [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
+            return lambda: asyncio.run(judger.batch_judge(batch))
 
-        return run
+        return prepare
 
     from judger.scorers.math.gsm8k import make_batch_scorer
 
     responses, labels = [r for r, _ in pairs], [gt for _, gt in pairs]
 
-    def scorer_alone(compat: str | None) -> Callable[[], list[Any]]:
+    def scorer_alone(compat: str | None) -> Prepared:
         """judger's batch scorer over the same two lists: what ``batch_judge`` adds is the rest."""
         scorer = make_batch_scorer(compat)
-        return lambda: scorer(responses, labels)
+        return lambda: lambda: scorer(responses, labels)
 
     # the floor: a scorer that hands back rewards made beforehand, so that judger's time is about the
     # floor plus the scorer-alone row (which makes the dicts), counting nothing twice
@@ -162,7 +165,7 @@ def main() -> None:
     def no_scoring(responses: Any, labels: Any) -> list[dict[str, Any]]:
         return made[: len(responses)]
 
-    runs = {
+    runs: dict[str, Prepared] = {
         "verl": run_verl,
         "default": judge(None),
         "compat": judge("verl"),
@@ -171,7 +174,10 @@ def main() -> None:
         "floor": judge(None, no_scoring),
     }
     times, values = interleaved(args.repeats, runs)
-    verl_scores, ours, compat = values["verl"], values["default"], values["compat"]
+    # the rewards are read from the states after timing: the trainer reads them as it reads verl's list
+    verl_scores = values["verl"]
+    ours = [s.reward for s in values["default"]]
+    compat = [s.reward for s in values["compat"]]
     best = {name: min(ts) for name, ts in times.items()}
 
     def ratio(name: str) -> tuple[float, float]:
@@ -189,7 +195,7 @@ def main() -> None:
     print(
         f"{args.repeats} interleaved rounds (verl, default, compat in each), CPU time of the process "
         "(`time.process_time`); judger times cover `await judger.batch_judge(states)` end to end "
-        "(states built beforehand).\n"
+        "(fresh states built before each round's clock starts, rewards read after it stops).\n"
     )
     print("| path | best CPU seconds | responses/s | vs verl (best) | vs verl (median round) |")
     print("|---|---:|---:|---:|---:|")

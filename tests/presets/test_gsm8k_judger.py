@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 from judger import ComposedJudgerConfig, GSM8KJudgerConfig, RolloutState, Status
 from judger.core.errors import NoResponseError
+from judger.presets.inline import responses_and_labels
 from judger.scorers.math.gsm8k import canonical_number, compute_score, make_batch_scorer
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
@@ -51,6 +53,69 @@ def test_batch_scorer_equals_single_scorer(compat: str | None, method: str) -> N
         compute_score(r, g, compat=compat, method=method, format_score=0.1) for r, g in zip(responses, labels)
     ]
     assert batch == single
+
+
+class _Text(str):
+    """A str subclass: a str to both scorers."""
+
+
+@pytest.mark.parametrize("compat", ["verl", None])
+def test_batch_scorer_equals_single_scorer_on_odd_inputs(compat: str | None) -> None:
+    """Whatever the batch path skips for speed (type checks, the spacing after ``####``, leading
+    zeros), it gives each sample what the single scorer gives, or fails it with the same error."""
+    cases: list[tuple[object, object]] = [
+        ("#### 72", "72"),
+        ("####   72", "72"),
+        ("#### \t72", "72"),
+        ("#### 0072", "72"),
+        ("#### 000", "0"),
+        ("#### \u0667\u0662", "72"),  # Arabic-Indic digits: not ASCII, left to the regex
+        ("#### 72 ", "72"),
+        ("#### 72\n#### 71", "72"),
+        (_Text("#### 72"), "72"),
+        ("#### 72", 72),
+        ("#### 72", [72]),
+        ("#### 72", None),
+        (None, None),
+        (None, "72"),
+        (b"#### 72", "72"),
+        (["#### 72"], "72"),
+        (72, "72"),
+    ]
+    responses = [r for r, _ in cases]
+    labels = [g for _, g in cases]
+    batch = make_batch_scorer(compat)(responses, labels)
+
+    def single(response: object, label: object) -> object:
+        try:
+            return compute_score(response, label, compat=compat)  # type: ignore[arg-type]
+        except Exception as exc:
+            return exc
+
+    for case, got in zip(cases, batch):
+        want = single(*case)
+        if isinstance(want, Exception) and case[0] is None:
+            assert type(got).__name__ == "NoResponseError", case
+        elif isinstance(want, Exception):
+            assert (type(got), str(got)) == (type(want), str(want)), case
+        else:
+            assert got == want, case
+
+
+def test_fields_are_read_alike_whatever_mapping_holds_them() -> None:
+    """The batch path reads responses and labels with ``dict.get`` where it can; a field mapping or
+    ``reward_model`` that is not a dict is read as the comprehensions read it, not refused."""
+    plain = [
+        {"response": "#### 72", "reward_model": {"ground_truth": "72"}},
+        {"response": None, "reward_model": {"ground_truth": 3}},
+        {"response": "x", "reward_model": {}},
+        {"reward_model": {"ground_truth": "1"}},
+    ]
+    want = (["#### 72", None, "x", None], ["72", 3, None, "1"])
+    assert responses_and_labels(plain) == want
+    assert responses_and_labels([MappingProxyType(f) for f in plain]) == want
+    odd = [*plain, {"response": "y", "reward_model": None}, {"response": "z", "reward_model": "72"}]
+    assert responses_and_labels(odd) == (want[0] + ["y", "z"], want[1] + [None, None])
 
 
 # --- the known verl false negatives ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from judger.core.errors import NoResponseError
@@ -32,6 +33,23 @@ _YIELD_EVERY = 8 * _CHUNK
 
 BatchScorer = Callable[[Sequence[Any], Sequence[Any]], list[Any]]
 """``batch(responses, labels) -> list`` of output dicts, or the exception of each failed sample."""
+
+
+def responses_and_labels(fields: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """Each state's response, and its ``reward_model["ground_truth"]`` (None where ``reward_model``
+    is not a dict). ``map`` over ``dict.get`` reads them without a Python-level step per state (a
+    fifth of the time of a batch of 100k GSM8K states went to the comprehensions). A dict subclass
+    is read as a dict; any other mapping takes the comprehensions."""
+    get: Callable[[Any, str], Any] = dict.get  # fields of any other type raise TypeError here
+    try:
+        responses = list(map(get, fields, repeat("response")))
+        label_of = list(map(get, fields, repeat("reward_model")))
+        return responses, list(map(get, label_of, repeat("ground_truth")))
+    except TypeError:  # a mapping that is not a dict, or a reward_model that is not one
+        labels = [
+            rm.get("ground_truth") if isinstance(rm := f.get("reward_model"), dict) else None for f in fields
+        ]
+        return [f.get("response") for f in fields], labels
 
 
 class InlineScorerJudger(ScorerJudger):
@@ -68,11 +86,7 @@ class InlineScorerJudger(ScorerJudger):
         fails with :class:`NoResponseError`, as :meth:`preprocess` fails it on the state path."""
         if self.batch_scorer is not None:
             # a batch scorer fails a null response with NoResponseError itself: no pass of its own
-            labels = [
-                rm.get("ground_truth") if isinstance(rm := f.get("reward_model"), dict) else None
-                for f in fields
-            ]
-            return self.batch_scorer([f.get("response") for f in fields], labels)
+            return self.batch_scorer(*responses_and_labels(fields))
         unanswered = [i for i, f in enumerate(fields) if f.get("response") is None]
         if unanswered:
             answered = [f for f in fields if f.get("response") is not None]

@@ -252,7 +252,7 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
                 correct = answer == label
                 append({"score": right if correct else wrong, "acc": correct, "pred": answer})
             except Exception as exc:
-                append(NoResponseError() if text is None else exc)
+                append(exc if isinstance(text, str) else _not_a_str(text))
         return out
 
     return verl_strict
@@ -266,17 +266,15 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
         append = out.append
         canonical = _LABELS  # labels repeat across batches: normalise each once
         for text, label in zip(responses, labels):
-            if type(text) is not str:
-                kind = type(text).__name__
-                append(
-                    NoResponseError()
-                    if text is None
-                    else TypeError(f"gsm8k scorer: the response must be a str, got {kind}")
-                )
-                continue
             try:
-                if label is None:
-                    _label(label)  # raises: a missing label is a broken sample
+                # the label first: a missing one fails the sample whatever the response holds
+                gold = canonical.get(label) if type(label) is str else None
+                if gold is None:
+                    gold = _label(label)
+                    if type(label) is str:
+                        if len(canonical) >= _MAX_LABELS:
+                            canonical.clear()
+                        canonical[label] = gold
                 start = len(text) - CLIP_CHARS
                 if start < 0:
                     start = 0
@@ -284,8 +282,9 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
                     continue
-                pos = at + 5 if text.startswith(" ", at + 4) else at + 4
-                answer = text[pos:]
+                # "####" and digits ending the response need no regex (the spaces between them are
+                # what the regex allows, and nothing after them can start another match)
+                answer = text[at + 4 :].lstrip(" ")
                 if answer.isdigit() and answer.isascii():
                     if answer[0] == "0":
                         answer = answer.lstrip("0") or "0"
@@ -295,20 +294,22 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
                     answer = _normalise(found[1])
-                gold = canonical.get(label) if type(label) is str else None
-                if gold is None:
-                    gold = _label(label)
-                    if type(label) is str:
-                        if len(canonical) >= _MAX_LABELS:
-                            canonical.clear()
-                        canonical[label] = gold
-                correct = answer == gold
-                append({"score": right if correct else wrong, "acc": correct, "pred": answer})
+                if answer == gold:
+                    append({"score": right, "acc": True, "pred": answer})
+                else:
+                    append({"score": wrong, "acc": False, "pred": answer})
             except Exception as exc:
-                append(exc)
+                # a response that is not a str is told apart here, off the common path
+                append(exc if isinstance(text, str) else _not_a_str(text))
         return out
 
     return strict
+
+
+def _not_a_str(text: Any) -> Exception:
+    if text is None:
+        return NoResponseError()
+    return TypeError(f"gsm8k scorer: the response must be a str, got {type(text).__name__}")
 
 
 def _check_options(compat: Any, method: Any) -> None:
