@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,13 @@ import pytest
 from judger.core.rollout import RolloutState, Status
 from judger.testing import serve_asgi
 from judger.testing.fake_openai import FakeOpenAI
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite that a script starts in the background inherits SIGINT ignored, and so would every
+    # process the Ctrl-C tests start: they test Ctrl-C, so the suite takes it as a terminal gives it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
