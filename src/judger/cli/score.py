@@ -360,13 +360,14 @@ async def _score_chunks(
     # The next chunk is read in a thread while this one is judged, where judging waits (on worker
     # processes, handler threads, HTTP, Ray). Beside judgers that compute in this thread (inline
     # scorers: GSM8K, QA) a reading thread would only take turns with them for the GIL: their
-    # chunks are read in turn.
-    beside = not _judges_in_this_thread(judger)  # a router: in turn until its first routes exist
+    # chunks are read in turn. Asked at every chunk: a router builds its routes on first use.
     try:
         with progress_bar("rows", None, enabled=show_progress) as advance:
             chunk = first
             while chunk is not None:
-                reading = loop.run_in_executor(None, _next_chunk, chunks) if beside else None
+                reading: asyncio.Future[Any] | None = None
+                if not _judges_in_this_thread(judger):
+                    reading = loop.run_in_executor(None, _next_chunk, chunks)
                 try:
                     outputs.report_errors(chunk.errors)
                     to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
@@ -374,9 +375,10 @@ async def _score_chunks(
                     outputs.add(chunk)
                     advance(len(chunk.errors) + len(set(chunk.rows)))
                 finally:
-                    following = await reading if reading is not None else None
-                chunk = following if reading is not None else _next_chunk(chunks)
-                beside = not _judges_in_this_thread(judger)
+                    if reading is not None:  # waited for even when judging failed
+                        chunk = await reading
+                if reading is None:
+                    chunk = _next_chunk(chunks)
     finally:
         await judger.aclose()
         close_shared_pool()

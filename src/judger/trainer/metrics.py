@@ -82,12 +82,11 @@ def _numeric(raw: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         vals = fast.astype(np.float64)
         valid = ~np.isnan(vals) if fast.dtype.kind == "f" else np.ones(len(vals), dtype=bool)
         return (vals, valid) if valid.any() else None
-    values = list(raw)
-    present = [v is not None for v in values]
-    if not any(present) or not all(_is_number(v) for v, p in zip(values, present) if p):
+    present = [v is not None for v in raw]
+    if not any(present) or not all(_is_number(v) for v, p in zip(raw, present) if p):
         return None
     # missing: None, NaN (as on the fast path) and a number no float holds
-    vals = np.array([float_or_nan(v) if p else np.nan for v, p in zip(values, present)], dtype=np.float64)
+    vals = np.array([float_or_nan(v) if p else np.nan for v, p in zip(raw, present)], dtype=np.float64)
     valid = ~np.isnan(vals)
     return (vals, valid) if valid.any() else None
 

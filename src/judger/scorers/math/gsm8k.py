@@ -178,7 +178,7 @@ def make_scorer(
 
     def scorer(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
         if not isinstance(solution_str, str):
-            raise TypeError(f"gsm8k scorer: the response must be a str, got {type(solution_str).__name__}")
+            raise _str_required(solution_str)
         if compat == "verl":
             answer = extract_solution_verl(solution_str, method)
             correct = answer is not None and answer == final_answer_label(ground_truth)
@@ -307,8 +307,11 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
 
 
 def _not_a_str(text: Any) -> Exception:
-    if text is None:
-        return NoResponseError()
+    """A batch's error for a response that is not a str: a null one has nothing to judge."""
+    return NoResponseError() if text is None else _str_required(text)
+
+
+def _str_required(text: Any) -> TypeError:
     return TypeError(f"gsm8k scorer: the response must be a str, got {type(text).__name__}")
 
 
