@@ -81,6 +81,13 @@ def test_batch_scorer_equals_single_scorer_on_odd_inputs(compat: str | None) -> 
         (b"#### 72", "72"),
         (["#### 72"], "72"),
         (72, "72"),
+        # the window is the last 300 characters: a "####" starting at its first one is read, one a
+        # character before it is not
+        ("x" * 400 + "#### 72" + "." * 293, "72"),
+        ("x" * 400 + "#### 72" + "." * 294, "72"),
+        ("x" * 400 + "#### " + "7" * 295, "7" * 295),
+        ("x" * 400 + "#### " + "7" * 296, "7" * 296),
+        ("#### 72" + "." * 293, "72"),
     ]
     responses = [r for r, _ in cases]
     labels = [g for _, g in cases]

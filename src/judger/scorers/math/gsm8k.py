@@ -45,6 +45,11 @@ _STRICT = re.compile(r"####[ \t]*\$?[ \t]*(-?[ \t]*\$?[0-9.,]*[0-9][0-9.,]*)")
 _FLEXIBLE = re.compile(r"-?\$?[0-9.,]*[0-9][0-9.,]*")
 
 
+def _window(text: str) -> int:
+    """Where the scored window (the last ``CLIP_CHARS`` characters) starts."""
+    return max(0, len(text) - CLIP_CHARS)
+
+
 def _last_match(pattern: re.Pattern[str], marker: str, text: str, start: int) -> re.Match[str] | None:
     """The last match of ``pattern`` at or after ``start``; every match begins with ``marker``.
 
@@ -65,7 +70,7 @@ def _last_match(pattern: re.Pattern[str], marker: str, text: str, start: int) ->
 
 def extract_solution_verl(solution_str: str, method: Method = "strict") -> str | None:
     """verl's ``extract_solution``: the raw answer string, or None."""
-    start = max(0, len(solution_str) - CLIP_CHARS)
+    start = _window(solution_str)
     if method == "strict":
         found = _last_match(_VERL_STRICT, "#### ", solution_str, start)
         return found.group(1).replace(",", "") if found is not None else None
@@ -127,7 +132,7 @@ def _normalise(text: str) -> str:
 
 def extract_solution(solution_str: str, method: Method = "strict") -> str | None:
     """judger's extraction: the answer as a canonical number string, or None if there is none."""
-    start = max(0, len(solution_str) - CLIP_CHARS)
+    start = _window(solution_str)
     if method == "strict":
         found = _last_match(_STRICT, "####", solution_str, start)
         return _normalise(found.group(1)) if found is not None else None
@@ -229,12 +234,10 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
     def verl_strict(responses: Sequence[Any], labels: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
         append = out.append
+        back = -CLIP_CHARS  # rfind's start: before 0 it is 0, as in a slice
         for text, label in zip(responses, labels):
             try:
-                start = len(text) - CLIP_CHARS
-                if start < 0:
-                    start = 0
-                at = text.rfind("#### ", start)
+                at = text.rfind("#### ", back)
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
                     continue
@@ -242,7 +245,7 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
                 # another match, so it is the last one)
                 answer = text[at + 5 :]
                 if not (answer.isdigit() and answer.isascii()):
-                    found = match_at(text, at) or _last_match(_VERL_STRICT, "#### ", text, start)
+                    found = match_at(text, at) or _last_match(_VERL_STRICT, "#### ", text, _window(text))
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
@@ -265,6 +268,7 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
         out: list[Any] = []
         append = out.append
         canonical = _LABELS  # labels repeat across batches: normalise each once
+        back = -CLIP_CHARS  # rfind's start: before 0 it is 0, as in a slice
         for text, label in zip(responses, labels):
             try:
                 # the label first: a missing one fails the sample whatever the response holds
@@ -275,10 +279,7 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                         if len(canonical) >= _MAX_LABELS:
                             canonical.clear()
                         canonical[label] = gold
-                start = len(text) - CLIP_CHARS
-                if start < 0:
-                    start = 0
-                at = text.rfind("####", start)
+                at = text.rfind("####", back)
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
                     continue
@@ -289,7 +290,7 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                     if answer[0] == "0":
                         answer = answer.lstrip("0") or "0"
                 else:
-                    found = match_at(text, at) or _last_match(_STRICT, "####", text, start)
+                    found = match_at(text, at) or _last_match(_STRICT, "####", text, _window(text))
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
