@@ -100,6 +100,61 @@ Prepared = Callable[[], Callable[[], Any]]
 """Makes one round's input (not timed) and hands back the call to time."""
 
 
+PATHS = {
+    "verl": "verl `gsm8k.compute_score` loop (raw)",
+    "default": "judger `GSM8KJudgerConfig()` (default)",
+    "compat": 'judger `GSM8KJudgerConfig(compat="verl")`',
+    "scorer_default": "judger's batch scorer alone over the same lists (default)",
+    "scorer_compat": 'judger\'s batch scorer alone over the same lists (compat="verl")',
+    "floor": "judger's `batch_judge` with no scoring, rewards made beforehand (the floor)",
+}
+
+
+def paths(pairs: list[tuple[str, str]], verl_score: Callable[[str, str], float]) -> dict[str, Prepared]:
+    """Each of :data:`PATHS` over ``pairs``, ready to prepare."""
+    from judger import GSM8KJudgerConfig, RolloutState
+    from judger.scorers.math.gsm8k import make_batch_scorer
+
+    def run_verl() -> Callable[[], list[float]]:
+        return lambda: [verl_score(response, gt) for response, gt in pairs]
+
+    def judge(compat: str | None, batch_scorer: Any = None) -> Prepared:
+        judger = GSM8KJudgerConfig(compat=compat).build()
+        if batch_scorer is not None:
+            judger.batch_scorer = batch_scorer
+
+        def prepare() -> Callable[[], list[RolloutState]]:
+            # fresh states each round, as a trainer hands them over (no reward yet): judging the same
+            # states again would free the last round's rewards on the clock
+            batch = [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
+            return lambda: asyncio.run(judger.batch_judge(batch))
+
+        return prepare
+
+    responses, labels = [r for r, _ in pairs], [gt for _, gt in pairs]
+
+    def scorer_alone(compat: str | None) -> Prepared:
+        """judger's batch scorer over the same two lists: what ``batch_judge`` adds is the rest."""
+        scorer = make_batch_scorer(compat)
+        return lambda: lambda: scorer(responses, labels)
+
+    # the floor: a scorer that hands back rewards made beforehand, so that judger's time is about the
+    # floor plus the scorer-alone row (which makes the dicts), counting nothing twice
+    made = [{"score": 0.0} for _ in pairs]
+
+    def no_scoring(responses: Any, labels: Any) -> list[dict[str, Any]]:
+        return made[: len(responses)]
+
+    return {
+        "verl": run_verl,
+        "default": judge(None),
+        "compat": judge("verl"),
+        "scorer_default": scorer_alone(None),
+        "scorer_compat": scorer_alone("verl"),
+        "floor": judge(None, no_scoring),
+    }
+
+
 def interleaved(repeats: int, runs: dict[str, Prepared]) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Times of each run in each of ``repeats`` rounds, the runs alternating inside every round so
     that load from other processes on a shared machine hits them alike. Each round's input is made
@@ -126,53 +181,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=11)
     args = parser.parse_args()
 
-    from judger import GSM8KJudgerConfig, RolloutState
-
     verl, wheel = load_verl_gsm8k()
     pairs = build_responses(args.n)
     n = len(pairs)
 
-    def run_verl() -> Callable[[], list[float]]:
-        score = verl.compute_score
-        return lambda: [score(response, gt) for response, gt in pairs]
-
-    def judge(compat: str | None, batch_scorer: Any = None) -> Prepared:
-        judger = GSM8KJudgerConfig(compat=compat).build()
-        if batch_scorer is not None:
-            judger.batch_scorer = batch_scorer
-
-        def prepare() -> Callable[[], list[RolloutState]]:
-            # fresh states each round, as a trainer hands them over (no reward yet): judging the same
-            # states again would free the last round's rewards on the clock
-            batch = [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs]
-            return lambda: asyncio.run(judger.batch_judge(batch))
-
-        return prepare
-
-    from judger.scorers.math.gsm8k import make_batch_scorer
-
-    responses, labels = [r for r, _ in pairs], [gt for _, gt in pairs]
-
-    def scorer_alone(compat: str | None) -> Prepared:
-        """judger's batch scorer over the same two lists: what ``batch_judge`` adds is the rest."""
-        scorer = make_batch_scorer(compat)
-        return lambda: lambda: scorer(responses, labels)
-
-    # the floor: a scorer that hands back rewards made beforehand, so that judger's time is about the
-    # floor plus the scorer-alone row (which makes the dicts), counting nothing twice
-    made = [{"score": 0.0} for _ in range(n)]
-
-    def no_scoring(responses: Any, labels: Any) -> list[dict[str, Any]]:
-        return made[: len(responses)]
-
-    runs: dict[str, Prepared] = {
-        "verl": run_verl,
-        "default": judge(None),
-        "compat": judge("verl"),
-        "scorer_default": scorer_alone(None),
-        "scorer_compat": scorer_alone("verl"),
-        "floor": judge(None, no_scoring),
-    }
+    runs = paths(pairs, verl.compute_score)
     times, values = interleaved(args.repeats, runs)
     # the rewards are read from the states after timing: the trainer reads them as it reads verl's list
     verl_scores = values["verl"]
@@ -199,15 +212,7 @@ def main() -> None:
     )
     print("| path | best CPU seconds | responses/s | vs verl (best) | vs verl (median round) |")
     print("|---|---:|---:|---:|---:|")
-    rows = [
-        ("verl `gsm8k.compute_score` loop (raw)", "verl"),
-        ("judger `GSM8KJudgerConfig()` (default)", "default"),
-        ('judger `GSM8KJudgerConfig(compat="verl")`', "compat"),
-        ("judger's batch scorer alone over the same lists (default)", "scorer_default"),
-        ('judger\'s batch scorer alone over the same lists (compat="verl")', "scorer_compat"),
-        ("judger's `batch_judge` with no scoring, rewards made beforehand (the floor)", "floor"),
-    ]
-    for label, name in rows:
+    for name, label in PATHS.items():
         of_best, median = ratio(name)
         print(f"| {label} | {best[name]:.3f} | {n / best[name]:,.0f} | {of_best:.2f}x | {median:.2f}x |")
     print()

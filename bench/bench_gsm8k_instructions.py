@@ -15,71 +15,41 @@ gives the time).
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from bench_gsm8k import build_responses, load_verl_gsm8k
+from bench_gsm8k import PATHS, build_responses, load_verl_gsm8k, paths
 
-PATHS = {
-    "verl": "verl `gsm8k.compute_score` loop (raw)",
-    "default": "judger `GSM8KJudgerConfig()` (default)",
-    "compat": 'judger `GSM8KJudgerConfig(compat="verl")`',
-    "scorer_default": "judger's batch scorer alone over the same lists (default)",
-    "scorer_compat": 'judger\'s batch scorer alone over the same lists (compat="verl")',
-    "floor": "judger's `batch_judge` with no scoring, rewards made beforehand (the floor)",
-}
 # Callgrind zeroes its counts on entering the first and writes them out on entering the second;
 # nothing on the measured paths calls either
 ZERO_AT, DUMP_AT = "time_thread_time_ns", "time_process_time_ns"
 
 
-def measured(path: str, n: int) -> Callable[[], Any]:
-    """The call to count for ``path``, its inputs built and the path warmed on a few of them."""
-    from judger import GSM8KJudgerConfig, RolloutState
-    from judger.scorers.math.gsm8k import make_batch_scorer
-
-    pairs = build_responses(n)
-    responses, labels = [r for r, _ in pairs], [gt for _, gt in pairs]
-    if path == "verl":
-        score = load_verl_gsm8k()[0].compute_score
-        [score(r, gt) for r, gt in pairs[:50]]
-        return lambda: [score(r, gt) for r, gt in pairs]
-    if path.startswith("scorer_"):
-        scorer = make_batch_scorer(None if path == "scorer_default" else "verl")
-        scorer(responses[:50], labels[:50])
-        return lambda: scorer(responses, labels)
-    judger = GSM8KJudgerConfig(compat="verl" if path == "compat" else None).build()
-    if path == "floor":
-        made = [{"score": 0.0} for _ in range(n)]
-        judger.batch_scorer = lambda responses, labels: made[: len(responses)]
-
-    def states(k: int) -> list[RolloutState]:
-        return [RolloutState(response=r, reward_model={"ground_truth": gt}) for r, gt in pairs[:k]]
-
-    asyncio.run(judger.batch_judge(states(50)))
-    batch = states(n)
-    return lambda: asyncio.run(judger.batch_judge(batch))
-
-
 def child(path: str, n: int) -> None:
-    call = measured(path, n)
+    """Counted between the markers: ``path`` over ``n`` responses, after one call over a few of them
+    (caches filled, first-call costs paid) and its inputs built."""
+    score = load_verl_gsm8k()[0].compute_score
+    pairs = build_responses(n)
+    paths(pairs[:50], score)[path]()()
+    call = paths(pairs, score)[path]()
+    gc.collect()  # as before each timed call: what is collected inside depends on the heap before
     time.thread_time_ns()
     call()
     time.process_time_ns()
 
 
-def count(path: str, n: int, workdir: str) -> int:
-    """Instructions executed by ``path`` over ``n`` responses, from a callgrind run of ``child``."""
+def count(path: str, n: int, workdir: str, cache_sim: bool) -> dict[str, int]:
+    """Callgrind's counts for ``path`` over ``n`` responses (``Ir``: instructions; with ``cache_sim``
+    also ``D1mr`` and ``D1mw``, its model's first-level data-cache read and write misses)."""
     out = os.path.join(workdir, f"{path}.out")
     valgrind = ["valgrind", "--tool=callgrind", f"--zero-before={ZERO_AT}", f"--dump-before={DUMP_AT}"]
+    valgrind += ["--cache-sim=yes"] if cache_sim else []
     script = [sys.executable, os.path.abspath(__file__), "--child", path, "-n", str(n)]
     command = [*valgrind, f"--callgrind-out-file={out}", *script]
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # str hashes decide dict probing: fix them
@@ -87,10 +57,13 @@ def count(path: str, n: int, workdir: str) -> int:
     dumps = [name for name in os.listdir(workdir) if name.startswith(f"{path}.out.")]
     if len(dumps) != 1:
         sys.exit(f"{path}: expected one dump between the markers, found {sorted(dumps)}")
+    events: list[str] = []
     with open(os.path.join(workdir, dumps[0]), encoding="utf-8") as handle:
         for line in handle:
-            if line.startswith("summary:"):
-                return int(line.split()[1])
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith("summary:"):
+                return dict(zip(events, map(int, line.split()[1:])))
     sys.exit(f"{path}: no summary line in {dumps[0]}")
 
 
@@ -99,6 +72,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-n", type=int, default=20_000)
+    parser.add_argument("--cache-sim", action="store_true", help="also count callgrind's cache misses")
     parser.add_argument("--child", choices=sorted(PATHS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -108,13 +82,17 @@ def main() -> None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
     # counts do not depend on what else runs: one process per core
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(os.cpu_count()) as pool:
-        counts = dict(zip(PATHS, pool.map(lambda path: count(path, args.n, workdir), PATHS)))
-    print(f"## GSM8K: instructions per response ({args.n:,} responses, callgrind)\n")
-    print("| path | instructions per response | of verl's |")
-    print("|---|---:|---:|")
+        found = pool.map(lambda path: count(path, args.n, workdir, args.cache_sim), PATHS)
+        counts = dict(zip(PATHS, found))
+    events = ["Ir", "D1mr", "D1mw"] if args.cache_sim else ["Ir"]
+    names = {"Ir": "instructions", "D1mr": "L1 data read misses", "D1mw": "L1 data write misses"}
+    print(f"## GSM8K: callgrind's counts per response ({args.n:,} responses)\n")
+    print("| path | " + " | ".join(f"{names[e]} per response | of verl's" for e in events) + " |")
+    print("|---|" + "---:|---:|" * len(events))
     for path, label in PATHS.items():
-        per = counts[path] / args.n
-        print(f"| {label} | {per:,.0f} | {per / (counts['verl'] / args.n):.2f}x |")
+        ours, verl = counts[path], counts["verl"]
+        cells = [f"{ours[e] / args.n:,.1f} | {ours[e] / verl[e]:.2f}x" for e in events]
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

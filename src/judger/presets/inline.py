@@ -37,9 +37,9 @@ BatchScorer = Callable[[Sequence[Any], Sequence[Any]], list[Any]]
 
 def responses_and_labels(fields: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Any]]:
     """Each state's response, and its ``reward_model["ground_truth"]`` (None where ``reward_model``
-    is not a dict). ``map`` over ``dict.get`` reads them without a Python-level step per state (a
-    fifth of the time of a batch of 100k GSM8K states went to the comprehensions). A dict subclass
-    is read as a dict; any other mapping takes the comprehensions."""
+    is not a dict). ``map`` over ``dict.get`` reads them without a Python-level step per state, a
+    large share of the work beside a scorer this cheap. A dict subclass is read as a dict; any
+    other mapping takes the comprehensions."""
     get: Callable[[Any, str], Any] = dict.get  # fields of any other type raise TypeError here
     try:
         responses = list(map(get, fields, repeat("response")))
