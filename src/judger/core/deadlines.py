@@ -3,19 +3,22 @@
 ``deadline(seconds)`` is ``asyncio.timeout`` (with a fallback for Python 3.10). ``judge_deadline``
 is the one judgers use: it turns the deadline firing, and only that, into a ``JudgeTimeoutError``
 naming the judger; a ``TimeoutError`` raised by the judged code itself (a URL handler's request
-timeout, a worker's own deadline) keeps its own message.
+timeout, a worker's own deadline) keeps its own message. ``wait_for`` replaces ``asyncio.wait_for``,
+which before Python 3.12 can drop a cancellation (ruff refuses the latter in judger's code).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from judger.core.errors import JudgeTimeoutError
+
+T = TypeVar("T")
 
 if sys.version_info >= (3, 11):
     deadline = asyncio.timeout
@@ -51,6 +54,18 @@ else:  # pragma: no cover - exercised only on Python 3.10
             raise
         finally:
             handle.cancel()
+
+
+async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``await awaitable``, raising TimeoutError after ``timeout`` seconds (None: no limit).
+
+    Not ``asyncio.wait_for``: before Python 3.12 it returns the awaited result when the caller is
+    cancelled in the same turn of the loop as that result arrives (CPython gh-86296), so the cancel
+    is lost and a sandbox told to stop runs on to its program's own end. Here the awaitable runs in
+    the caller's task, and a cancel always raises.
+    """
+    async with deadline(timeout):
+        return await awaitable
 
 
 class judge_deadline:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from judger.core.deadlines import wait_for
 from judger.core.errors import JudgerError, JudgeTimeoutError
 from judger.core.failure import JudgeFailure
 from judger.core.judger import JudgerOutput, JudgerPayload, PayloadResult, gather_bounded
@@ -123,7 +124,7 @@ def _cancel(ref: Any) -> None:
 
 
 async def _await_ref(ref: Any, timeout: float) -> Any:
-    return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
+    return await wait_for(asyncio.wrap_future(ref.future()), timeout)
 
 
 class Dispatcher:
@@ -279,7 +280,7 @@ class Dispatcher:
             replica.lost_calls += 1
             self._mark_lost(replica)
             raise _Lost(exc) from exc
-        except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct types on Python 3.10
+        except TimeoutError as exc:
             replica.hung_calls += 1
             _cancel(ref)
             # a hung actor is killed so that Ray restarts it; its other calls fail over and retry.

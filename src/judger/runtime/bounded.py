@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from judger.core.deadlines import wait_for
 from judger.core.errors import JudgerError
 
 MiB = 2**20
@@ -188,6 +189,6 @@ async def bounded_request(
 
     # one deadline over connect, send, headers and every body read
     try:
-        return await asyncio.wait_for(exchange(), max(deadline, 0.001))
-    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+        return await wait_for(exchange(), max(deadline, 0.001))
+    except TimeoutError:
         raise TimeoutError(f"{method} {url}: no whole reply within {deadline:.3g} s") from None

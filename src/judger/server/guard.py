@@ -11,14 +11,13 @@ route, a new one included, unless its path is listed in ``open_paths``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from typing import Any
 
-from judger.core.deadlines import deadline
+from judger.core.deadlines import wait_for
 from judger.server.auth import CHALLENGE, UNAUTHORIZED, BearerToken
 from judger.server.metrics import ServerMetrics
 from judger.server.replies import error_reply
@@ -50,9 +49,8 @@ class _BodyTimeout(_BodyUnread):
 
 async def _within(seconds: float, awaitable: Awaitable[bytes]) -> bytes:
     try:
-        async with deadline(seconds):  # asyncio.timeout, or core's task-free fallback on 3.10
-            return await awaitable
-    except (TimeoutError, asyncio.TimeoutError):
+        return await wait_for(awaitable, seconds)
+    except TimeoutError:
         raise _BodyTimeout from None
 
 

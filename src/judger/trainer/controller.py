@@ -48,6 +48,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judger.core.deadlines import wait_for
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
 from judger.runtime.bounded import BoundedReply, ReplyError, ReplyTooLarge, bounded_request
@@ -404,8 +405,8 @@ class RolloutController:
             async with self._changed:
                 try:
                     wait = min(left, self.config.probe_interval)
-                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
-                except asyncio.TimeoutError:
+                    await wait_for(self._changed.wait(), timeout=wait)
+                except TimeoutError:
                     pass
 
     def _report_all_out(self, left: float) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from judger.core import loops
+from judger.core.deadlines import wait_for
 from judger.core.errors import JudgerError
 from judger.runtime.sandbox import bwrap, cgroups, uids
 from judger.runtime.sandbox.inside import wire
@@ -205,10 +206,10 @@ class _Sandbox:
         """What bubblewrap said on its way out (it writes its reason there), or its exit status."""
         text = b""
         if self.proc.stderr is not None:
-            with contextlib.suppress(TimeoutError, asyncio.TimeoutError, ValueError):
-                text = await asyncio.wait_for(self.proc.stderr.read(4096), 2)
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 2)
+            with contextlib.suppress(TimeoutError, ValueError):
+                text = await wait_for(self.proc.stderr.read(4096), 2)
+        with contextlib.suppress(TimeoutError):
+            await wait_for(self.proc.wait(), 2)
         reason = text.decode("utf-8", "replace").strip()
         return reason[-1000:] or f"exit status {self.proc.returncode}"
 
@@ -216,7 +217,7 @@ class _Sandbox:
         """The next report (``stdout`` attached), None at EOF or on a broken frame."""
         assert self.proc.stdout is not None
         try:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            line = await wait_for(self.proc.stdout.readline(), timeout)
         except ValueError:  # a header past the cap
             return None
         if not line:
@@ -235,7 +236,7 @@ class _Sandbox:
         if size is not None:
             if not (isinstance(size, int) and 0 <= size <= self.cap):
                 return None
-            payload = await asyncio.wait_for(self.proc.stdout.readexactly(size), timeout)
+            payload = await wait_for(self.proc.stdout.readexactly(size), timeout)
             message["stdout"] = payload.decode("utf-8", errors="replace")
         return message
 
@@ -254,8 +255,8 @@ class _Sandbox:
 
     async def finish(self) -> None:
         self._kill()
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct types on 3.10
-            await asyncio.wait_for(self.proc.wait(), 10)
+        with contextlib.suppress(TimeoutError):
+            await wait_for(self.proc.wait(), 10)
         if self.pidfd >= 0:
             os.close(self.pidfd)
             self.pidfd = -1
@@ -301,8 +302,8 @@ async def _read_info(fd: int, timeout: float) -> bytes:
     os.set_blocking(fd, False)
     loop.add_reader(fd, readable)
     try:
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(done, timeout)
+        with contextlib.suppress(TimeoutError):
+            await wait_for(done, timeout)
     finally:
         loop.remove_reader(fd)
         os.close(fd)
@@ -571,7 +572,7 @@ async def _serve(
             wait = min(per_test_s, max(deadline - time.monotonic(), 0.01))
         try:
             message = await sandbox.next_message(wait)
-        except (TimeoutError, asyncio.TimeoutError, asyncio.IncompleteReadError):  # 3.10: distinct
+        except (TimeoutError, asyncio.IncompleteReadError):
             return _silent(ready, current, outcomes, per_test_s, deadline)
         if message is None:
             if not ready:
