@@ -62,7 +62,8 @@ async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
     Not ``asyncio.wait_for``: before Python 3.12 it returns the awaited result when the caller is
     cancelled in the same turn of the loop as that result arrives (CPython gh-86296), so the cancel
     is lost and a sandbox told to stop runs on to its program's own end. Here the awaitable runs in
-    the caller's task, and a cancel always raises.
+    the caller's task, and a cancel always raises: CancelledError, or on Python 3.10 TimeoutError
+    when it lands in the turn the deadline fires (3.10's tasks do not count their cancels).
     """
     async with deadline(timeout):
         return await awaitable
