@@ -95,7 +95,9 @@ $(STAMP310): pyproject.toml
 #   ones (numpy, pyarrow), a backport, or judger's parsing, loading and interpreter-branching modules;
 #   (c) branches on sys.version_info, or runs `judger` on bundled data or a preset; plus the HTTP
 #   server's request parsing and guard (FastAPI and Starlette also resolve older releases on 3.10)
-#   and a few cheap neighbours of those files (report, output, replay buffer, cascade).
+#   and a few cheap neighbours of those files (report, output, replay buffer, cascade); and the
+#   cancels and deadlines that go through judger.core.deadlines.wait_for (a sandbox sample's end,
+#   a bounded HTTP exchange), whose implementation is the interpreter's on 3.11+ and judger's on 3.10.
 # - clients_env marks every test file that reaches LaTeX parsing (verl's hydra-core pins
 #   antlr4-python3-runtime 4.9.3 under latex2sympy: MATH grading), judger's verl and TRL compat
 #   modules, or a tokenizer, torch, omegaconf, hydra, transformers or the trainers' own packages

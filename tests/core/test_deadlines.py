@@ -11,6 +11,8 @@ import pytest
 
 from judger.core.deadlines import wait_for
 
+pytestmark = pytest.mark.py310
+
 Waiter = Callable[[Awaitable[Any], float], Awaitable[Any]]
 
 

@@ -2,9 +2,9 @@
 
 Each program tries what an RL policy could learn to do to forge a pass or hurt the judge, run as
 root the way CI and many clusters run: write into the sandbox's pid 1 or reach its descriptors,
-outlive its sample and the judge, share answers through kernel keyrings, change or lease host
-files it appears to own, use up per-user kernel quotas, start threads without bound. Each is paired
-with an honest control that still scores 1.0.
+share answers through kernel keyrings, change or lease host files it appears to own, use up
+per-user kernel quotas, start threads without bound. Each is paired with an honest control that
+still scores 1.0. Outliving the sample or the judge: test_sandbox_sample_end.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import ctypes
 import os
 import platform
 import secrets
-import signal
 import stat
-import subprocess
 import sys
 import textwrap
 import time
@@ -29,14 +27,13 @@ from judger import CodeJudgerConfig, RolloutState
 from judger.runtime.sandbox import bwrap, cgroups
 from judger.runtime.sandbox.runner import SandboxLimits
 from judger.scorers.code import compute_score, score_async
-from judger.testing.processes import sandbox_processes, sandbox_processes_after
+from judger.testing.processes import sandbox_processes
 
 pytestmark = pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}")
 
 LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5.0, memory_mb=512, output_mb=16, scratch_mb=64)
 DOUBLE = {"inputs": ["21"], "outputs": ["42"]}
 HONEST = "print(int(input()) * 2)"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def fenced(code: str) -> str:
@@ -131,94 +128,6 @@ async def test_signals_to_the_supervisor_are_dropped() -> None:
         """
     )
     assert await judge(program, {"inputs": ["21", "5"], "outputs": ["42", "10"]}) == 1.0
-
-
-# --- nothing of a sample outlives it ---------------------------------------------------------------
-
-OUTLIVER = textwrap.dedent(
-    """
-    import ctypes, os, sys, time
-    libc = ctypes.CDLL(None)
-    pid = os.fork()
-    if pid == 0:
-        os.setsid()
-        libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: no parent-death signal
-        for fd in range(3, 256):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        while True:
-            time.sleep(1)  # MARK
-    print("started", flush=True)
-    time.sleep(30)
-    """
-)
-
-
-def _sandbox_uid_processes() -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Uid:") and int(line.split()[1]) >= 0x70000000:
-                found.append(int(entry))
-    return found
-
-
-ESCAPE = SandboxLimits(wall_s=60.0, cpu_s=60.0, memory_mb=512, output_mb=16, allow_subprocess=True)
-
-
-async def test_a_cancelled_sample_leaves_no_process() -> None:
-    before = set(_sandbox_uid_processes())
-    task = asyncio.create_task(score_async(fenced(OUTLIVER), DOUBLE, limits=ESCAPE))
-    deadline = time.monotonic() + 20
-    while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    assert len(set(_sandbox_uid_processes()) - before) >= 3  # supervisor, worker, the setsid child
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    deadline = time.monotonic() + 5
-    while set(_sandbox_uid_processes()) - before and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert set(_sandbox_uid_processes()) - before == set()
-    assert sandbox_processes_after(5.0) == []
-
-
-def test_no_process_of_a_sample_survives_the_judge_process_being_killed(tmp_path: Path) -> None:
-    script = tmp_path / "judge.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import asyncio
-            from judger.runtime.sandbox.runner import SandboxLimits
-            from judger.scorers.code import score_async
-            limits = SandboxLimits(wall_s=60.0, cpu_s=60.0, allow_subprocess=True)
-            asyncio.run(score_async({fenced(OUTLIVER)!r}, {DOUBLE!r}, limits=limits))
-            """
-        )
-    )
-    before = set(_sandbox_uid_processes())
-    judge_proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        started = set(_sandbox_uid_processes()) - before
-        assert len(started) >= 3, "the sample never started"
-    finally:
-        judge_proc.send_signal(signal.SIGKILL)
-        judge_proc.wait()
-    deadline = time.monotonic() + 10
-    while started & set(_sandbox_uid_processes()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert started & set(_sandbox_uid_processes()) == set(), "a sandbox process outlived the judge"
 
 
 # --- limits the kernel enforces for a root judge too ------------------------------------------------

@@ -1,0 +1,122 @@
+"""A sample's end: nothing of it outlives its sample, whether the caller cancels it or the judge dies.
+
+The cancel travels through judger's own deadlines (``judger.core.deadlines.wait_for``), whose
+implementation differs by interpreter (``asyncio.timeout`` on 3.11+, judger's fallback on 3.10):
+these run on Python 3.10 too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from judger.runtime.sandbox import bwrap
+from judger.runtime.sandbox.runner import SandboxLimits
+from judger.scorers.code import score_async
+from judger.testing.processes import sandbox_processes_after
+
+pytestmark = [
+    pytest.mark.py310,
+    pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}"),
+]
+
+DOUBLE = {"inputs": ["21"], "outputs": ["42"]}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+OUTLIVER = textwrap.dedent(
+    """
+    import ctypes, os, sys, time
+    libc = ctypes.CDLL(None)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: no parent-death signal
+        for fd in range(3, 256):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        while True:
+            time.sleep(1)  # MARK
+    print("started", flush=True)
+    time.sleep(30)
+    """
+)
+
+
+def _sandbox_uid_processes() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("Uid:") and int(line.split()[1]) >= 0x70000000:
+                found.append(int(entry))
+    return found
+
+
+ESCAPE = SandboxLimits(wall_s=60.0, cpu_s=60.0, memory_mb=512, output_mb=16, allow_subprocess=True)
+
+
+async def test_a_cancelled_sample_leaves_no_process() -> None:
+    before = set(_sandbox_uid_processes())
+    task = asyncio.create_task(score_async(fenced(OUTLIVER), DOUBLE, limits=ESCAPE))
+    deadline = time.monotonic() + 20
+    while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert len(set(_sandbox_uid_processes()) - before) >= 3  # supervisor, worker, the setsid child
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 5
+    while set(_sandbox_uid_processes()) - before and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert set(_sandbox_uid_processes()) - before == set()
+    assert sandbox_processes_after(5.0) == []
+
+
+def test_no_process_of_a_sample_survives_the_judge_process_being_killed(tmp_path: Path) -> None:
+    script = tmp_path / "judge.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio
+            from judger.runtime.sandbox.runner import SandboxLimits
+            from judger.scorers.code import score_async
+            limits = SandboxLimits(wall_s=60.0, cpu_s=60.0, allow_subprocess=True)
+            asyncio.run(score_async({fenced(OUTLIVER)!r}, {DOUBLE!r}, limits=limits))
+            """
+        )
+    )
+    before = set(_sandbox_uid_processes())
+    judge_proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started = set(_sandbox_uid_processes()) - before
+        assert len(started) >= 3, "the sample never started"
+    finally:
+        judge_proc.send_signal(signal.SIGKILL)
+        judge_proc.wait()
+    deadline = time.monotonic() + 10
+    while started & set(_sandbox_uid_processes()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started & set(_sandbox_uid_processes()) == set(), "a sandbox process outlived the judge"
