@@ -1,4 +1,5 @@
-"""A sample's end: nothing of it outlives its sample, whether the caller cancels it or the judge dies.
+"""A sample's end: nothing of it outlives its sample, whether the caller cancels it (once, or again
+while it is being taken down) or the judge dies.
 
 The cancel travels through judger's own deadlines (``judger.core.deadlines.wait_for``), whose
 implementation differs by interpreter (``asyncio.timeout`` on 3.11+, judger's fallback on 3.10):
@@ -120,3 +121,31 @@ def test_no_process_of_a_sample_survives_the_judge_process_being_killed(tmp_path
     while started & set(_sandbox_uid_processes()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert started & set(_sandbox_uid_processes()) == set(), "a sandbox process outlived the judge"
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+async def test_a_second_cancel_while_the_sample_ends_still_gives_everything_back() -> None:
+    # a per-sample deadline fires, and while its sandbox is being taken down the batch's own
+    # deadline (or the trainer) cancels again: the uid lease, pidfd and pipes still come back, or
+    # a long run of such batches uses up the judge's descriptors and every later sample fails
+    fds = _open_fds()
+    before = set(_sandbox_uid_processes())
+    task = asyncio.create_task(score_async(fenced(OUTLIVER), DOUBLE, limits=ESCAPE))
+    deadline = time.monotonic() + 20
+    while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert len(set(_sandbox_uid_processes()) - before) >= 3
+    task.cancel()
+    await asyncio.sleep(0)  # the first cancel reaches the sample: it kills it and waits for bubblewrap
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 5
+    while (_open_fds() != fds or set(_sandbox_uid_processes()) - before) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _open_fds() - fds == set()
+    assert set(_sandbox_uid_processes()) - before == set()

@@ -185,6 +185,7 @@ class _Sandbox:
         # the sandbox's first process (the first stage's init, or the supervisor): killing it kills
         # every process of its PID namespace
         self.pidfd = -1
+        self._finishing: asyncio.Future[None] | None = None
 
     async def handshake(self, info_fd: int, block_fd: int) -> None:
         """Learn the host pid of the sandbox's first process, place it in the cgroup while bubblewrap
@@ -254,6 +255,15 @@ class _Sandbox:
             kill_session(self.proc.pid)  # no PID namespace: the session is what we have
 
     async def finish(self) -> None:
+        """Kill the sandbox and give back what it holds (uid lease, pidfd, pipes, cgroup, scratch),
+        once however often it is called. A cancel of the caller does not stop it: a second cancel
+        arriving while the first one's teardown waits would otherwise leak its descriptors, until a
+        long run of such samples has used up the judge's."""
+        if self._finishing is None:
+            self._finishing = asyncio.ensure_future(self._finish())
+        await asyncio.shield(self._finishing)
+
+    async def _finish(self) -> None:
         self._kill()
         with contextlib.suppress(TimeoutError):
             await wait_for(self.proc.wait(), 10)
@@ -429,7 +439,7 @@ async def _handshake(sandbox: _Sandbox, launch: _Launch) -> None:
             await sandbox.handshake(launch.info_r, block_w)
     except BaseException:
         launch.info_r = -1  # closed by the handshake
-        await asyncio.shield(sandbox.finish())
+        await sandbox.finish()
         with contextlib.suppress(OSError):
             os.close(block_w)
         raise
@@ -447,7 +457,7 @@ async def _send_job(sandbox: _Sandbox, job: dict[str, Any]) -> None:
     except (BrokenPipeError, ConnectionResetError):
         pass  # it died at once: reported as a crash of the first test
     except BaseException:
-        await asyncio.shield(sandbox.finish())  # cancelled before the caller holds it: do not leak it
+        await sandbox.finish()  # cancelled before the caller holds it: do not leak it
         raise
 
 
