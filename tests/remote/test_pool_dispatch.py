@@ -187,3 +187,35 @@ def test_chunk_sizes_follow_the_batch_and_the_measured_cost() -> None:
     capped = Dispatcher("t", [Replica(None, "a")], call_timeout=lambda n: 1.0, chunk_size=100)
     capped.cost_per_payload = 1e-9
     assert capped.chunk_size_for(4096, 4096, 1) == 100  # a chunk_size given caps every call
+
+
+async def test_a_second_cancel_while_a_call_gives_back_its_slot_keeps_no_slot() -> None:
+    # a sample's deadline cancels its call; while the call waits for the lock to give its slot back
+    # (other callers are taking turns on it, as in a burst), its caller cancels it again: the slot
+    # must still come back and the caller waiting for it must hear so, or the pool shrinks for good
+    replica = Replica(None, "a")
+    d = Dispatcher("t", [replica], call_timeout=lambda n: 1.0, max_in_flight=1)
+    answer = asyncio.Event()
+
+    async def call(replica: Replica, method: str, arg: Any, size: int) -> str:
+        await answer.wait()
+        return f"scored {arg}"
+
+    d._call = call  # type: ignore[method-assign]
+    first = asyncio.create_task(d.run_one("first"))
+    await asyncio.sleep(0)
+    assert replica.in_flight == 1
+    waiting = asyncio.create_task(d.run_one("second"))  # waits for the one slot
+    await asyncio.sleep(0)
+    cond = d._condition()
+    await cond.acquire()  # someone else's turn on the lock
+    first.cancel()
+    await asyncio.sleep(0)  # the first call's release now waits for the lock
+    assert not first.done()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    cond.release()
+    answer.set()
+    assert await asyncio.wait_for(waiting, 5) == "scored second"
+    assert replica.in_flight == 0

@@ -48,6 +48,9 @@ _COST_WEIGHT = 0.3  # of the newest call in the running mean of the cost per pay
 # How long a lost actor may take to come back (Ray restarts it) before it counts as dead.
 RESTART_WAIT_S = 120.0
 _PROBE_INTERVAL_S = 0.2
+# tasks telling waiting callers of room a cancelled release could not tell them of (asyncio keeps
+# only weak references to tasks)
+_NOTIFIERS: set[asyncio.Future[None]] = set()
 
 
 class ReplicaLostError(JudgerError):
@@ -210,10 +213,25 @@ class Dispatcher:
             return replica
 
     async def _release(self, replica: Replica, size: int) -> None:
+        # the slot comes back before any wait: this runs in a call's `finally`, where a second cancel
+        # (a sample's deadline, then its caller's) may land while the lock is taken in turn, and a
+        # slot kept then is lost to the pool for good
+        replica.in_flight -= size
+        replica.reserved = False
         cond = self._condition()
+        try:
+            async with cond:
+                cond.notify_all()
+        except asyncio.CancelledError:
+            # the callers waiting for room must still hear of it
+            notify = asyncio.ensure_future(self._notify_all(cond))
+            _NOTIFIERS.add(notify)
+            notify.add_done_callback(_NOTIFIERS.discard)
+            raise
+
+    @staticmethod
+    async def _notify_all(cond: asyncio.Condition) -> None:
         async with cond:
-            replica.in_flight -= size
-            replica.reserved = False
             cond.notify_all()
 
     async def wake_all(self) -> None:
