@@ -65,3 +65,22 @@ def test_the_backend_needs_its_url() -> None:
         CodeJudgerConfig(backend="sandbox_fusion")
     with pytest.raises(ValueError, match="backend='sandbox_fusion'"):
         CodeJudgerConfig(sandbox_fusion_url="http://127.0.0.1:8080")
+
+
+async def test_an_exit_before_the_assert_tests_run_scores_zero() -> None:
+    # exit status 0 is the program's to give: SandboxFusion reports a run that exits 0 before its
+    # tests as finished, which alone would read as every assert passing
+    fake = FakeSandboxFusion()
+    programs = [
+        "def sq(x):\n    return x * x",  # the honest control
+        "import sys\nsys.exit(0)",
+        "import os\nos._exit(0)",
+        "def sq(x):\n    return 0\nraise SystemExit",
+        "import sys, os\nsys.excepthook = lambda *a: os._exit(0)\ndef sq(x):\n    return 0",
+    ]
+    with serve_asgi(fake.app) as server:
+        judger = CodeJudgerConfig(backend="sandbox_fusion", sandbox_fusion_url=server.url, wall_s=2).build()
+        out = await judger.batch_judge([state(p, ASSERT) for p in programs])
+    assert [s.reward["score"] if s.reward else None for s in out] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    for s in out[1:4]:
+        assert "ended with status 0 before the tests finished" in s.reward["error"]  # type: ignore[index]

@@ -5,9 +5,12 @@ One ``run_code`` request per test, the program written so its verdict can be che
 - ``stdin``: the program itself, with the test input as ``stdin``; its stdout is compared here.
 - ``call``: the program, then a few lines that call the function on the JSON arguments and print
   the JSON return value after a random marker; the value is compared here.
-- ``assert``: the program, then the test code (and ``check(entry_point)``); it passes when the run
-  finishes with exit code 0. The program and the tests share one interpreter on the server, as in
-  SandboxFusion's own evaluation, so this verdict is only as strong as that (see the README).
+- ``assert``: the program, then the test code (and ``check(entry_point)``), then a line printing a
+  random marker; it passes when the run finishes with exit code 0 and the marker came back, so a
+  program that ends the process with status 0 before its tests ran (``sys.exit(0)``,
+  ``os._exit(0)``, an exception hook that exits) does not pass. The program and the tests share one
+  interpreter on the server, as in SandboxFusion's own evaluation, so this verdict is only as
+  strong as that (see the README).
 
 Every response is read with a size cap. A server error, an unreachable server or a malformed reply
 is a judge failure (raised), never a wrong answer.
@@ -26,6 +29,7 @@ from judger.core.errors import JudgerError
 from judger.runtime.sandbox.runner import Checker, Decided, Mode, SandboxLimits, SandboxResult, TestOutcome
 
 _RESPONSE_SLACK = 1 << 16
+_EXITED_EARLY = "the process ended with status 0 before the tests finished"
 
 
 class SandboxFusionError(JudgerError, RuntimeError):
@@ -46,9 +50,11 @@ def _call_program(code: str, fn_name: str, args: list[Any], marker: str) -> str:
     )
 
 
-def _assert_program(code: str, test: str, entry_point: str | None) -> str:
+def _assert_program(code: str, test: str, entry_point: str | None, marker: str) -> str:
     tail = f"\ncheck({entry_point})\n" if entry_point else "\n"
-    return f"{code}\n\n{test}\n{tail}"
+    # printed only once the tests have returned: exit status 0 alone is the program's to give
+    done = f"import sys as _judger_sys\n_judger_sys.stdout.write('\\n' + {marker!r} + '\\n')\n"
+    return f"{code}\n\n{test}\n{tail}{done}"
 
 
 def _last_line(text: str) -> str:
@@ -120,14 +126,13 @@ async def run_tests_remote(
         for index, test in enumerate(tests):
             if decided and decided(outcomes):
                 break
-            marker = ""
+            marker = f"@@judger-{secrets.token_hex(8)}@@"
             if mode == "stdin":
                 program, stdin = code, str(test)
             elif mode == "call":
-                marker = f"@@judger-{secrets.token_hex(8)}@@"
                 program, stdin = _call_program(code, str(fn_name), list(test), marker), ""
             else:
-                program, stdin = _assert_program(code, str(test), entry_point), ""
+                program, stdin = _assert_program(code, str(test), entry_point, marker), ""
             request = {
                 "code": program,
                 "language": "python",
@@ -138,6 +143,9 @@ async def run_tests_remote(
             status, stdout, error = _outcome_fields(await _run_code(http, url, request, cap))
             if status != "ok":
                 outcomes[index] = TestOutcome("timeout" if status == "timeout" else "error", error)
+                continue
+            if mode == "assert" and marker not in stdout:
+                outcomes[index] = TestOutcome("error", _EXITED_EARLY)
                 continue
             report: dict[str, Any] = {"event": "test", "index": index, "status": "ok", "stdout": stdout}
             if mode == "call":
