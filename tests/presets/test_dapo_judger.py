@@ -166,7 +166,9 @@ async def test_judger_without_buffer_ignores_response_ids() -> None:
     assert s.reward == {"score": 1.0, "acc": True, "pred": "5.0"}
 
 
-async def test_hostile_answer_is_a_timeout_failure_in_default_mode() -> None:
+async def test_an_answer_that_stalls_the_equivalence_check_scores_as_wrong_not_failed() -> None:
+    # a failure would score 0.0 through verl's managers, above DAPO's -1 for a wrong answer: a
+    # policy unsure of the answer would learn to write one that stalls Math-Verify's check
     import time
 
     from judger import Status
@@ -176,7 +178,7 @@ async def test_hostile_answer_is_a_timeout_failure_in_default_mode() -> None:
     started = time.monotonic()
     s = await j.judge(rollout("Answer: 9^{9^{9^9}}", None, gt="1"))
     assert time.monotonic() - started < 1.0 + 3.0
-    assert s.status == Status.FAILED and s.extra_fields["judge_failure"]["kind"] == "timeout"
+    assert s.status == Status.INIT and s.reward == {"score": -1.0, "acc": False, "pred": "9^{9^{9^9}}"}
     # verl mode never leaves the regex path: bounded by the 300-character window
     v = (
         await judger.DapoMathJudgerConfig(compat="verl")
@@ -184,3 +186,11 @@ async def test_hostile_answer_is_a_timeout_failure_in_default_mode() -> None:
         .judge(rollout("Answer: 9^{9^{9^9}}", None, gt="1"))
     )
     assert v.reward["score"] == -1.0
+
+
+def test_through_verls_api_an_answer_that_stalls_the_check_scores_minus_one() -> None:
+    from judger.compat.verl.compute_score import default_compute_score
+
+    stalled = default_compute_score("math_dapo", "Answer: 9^{9^{9^{9^9}}}", "42", timeout=1.0)
+    assert stalled["score"] == -1.0 and stalled["acc"] is False
+    assert default_compute_score("math_dapo", "Answer: 42", "42", timeout=1.0)["score"] == 1.0

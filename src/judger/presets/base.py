@@ -144,6 +144,13 @@ class ScorerJudger(BatchJudger):
         bounded check in the calling process, no parser), else None: scored on the pool."""
         return None
 
+    def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
+        """What a sample scores when its scorer overran the deadline on the pool: None (the default)
+        fails it with JudgeTimeoutError. A judger whose verdict does not need the part that can stall
+        gives that verdict instead, so that an answer written to stall the grader is not a failure,
+        which a trainer scores apart from (and can score above) a wrong answer."""
+        return None
+
     async def _score_on_pool(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw results in order: the quick ones here, the rest on the pool under its deadline."""
         out: list[Any] = [self.quick_result(p) for p in payloads]
@@ -159,7 +166,7 @@ class ScorerJudger(BatchJudger):
         results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
         for i, key, r in zip(pending, keys, results):
             if isinstance(r, TimeoutError):
-                r = JudgeTimeoutError(self.judger_name, self.timeout)
+                r = self.timeout_result(payloads[i]) or JudgeTimeoutError(self.judger_name, self.timeout)
             elif key is not None and type(r) is dict:
                 self._remember(key, r)
             out[i] = r

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
@@ -12,6 +13,8 @@ from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
 from judger.scorers.labels import missing_label
 from judger.scorers.math.dapo import compute_score
+
+_log = logging.getLogger(__name__)
 
 
 def token_count(tokenizer: Any, text: str) -> int:
@@ -58,6 +61,25 @@ class DapoMathJudger(ScorerJudger):
             payload["scorer_kwargs"] = {"response_length": length}
         return payload
 
+    def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
+        """verl's verdict (string equality after normalisation, -1 unless equal) when Math-Verify's
+        equivalence check, which only ever turns a -1 into a +1, overran its deadline: a timeout
+        would otherwise be a failure, which verl's managers score 0.0, above DAPO's -1 for a wrong
+        answer, and a policy could learn to box an answer that stalls the check."""
+        if self.scorer is not compute_score or self.options.get("compat") == "verl":
+            return None
+        args, kwargs = self._call_args(payload)
+        result = compute_score(*args, **{**kwargs, "compat": "verl"})
+        _log.warning(
+            "judger %r: Math-Verify's equivalence check of %r overran its %g s; verl's verdict kept "
+            "(score %g)",
+            self.judger_name,
+            str(result.get("pred"))[:80],
+            self.timeout,
+            result["score"],
+        )
+        return result
+
     def _label(self, label: Any) -> str:
         """DAPO compares strings: a number label is its text (default mode); anything else fails
         this sample with a message naming the field, not the scorer's raw AttributeError."""
@@ -95,7 +117,8 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     normalisation; runs inline). The default mode keeps the same extraction and format requirement
     but, when the normalised strings differ, compares them with Math-Verify's equivalence, fixing
     false negatives such as ``Answer: 5.0`` vs ``5`` or ``Answer: 1/2`` vs ``\\frac{1}{2}``; it runs
-    on the process pool with a deadline per sample.
+    on the process pool with a deadline per sample, and when the check overruns it verl's verdict
+    stands (-1 unless the strings are equal), never a failure a trainer might score above -1.
     """
 
     xtuner_extra_info: ClassVar[tuple[str, ...]] = (

@@ -62,6 +62,7 @@ def _score_on_pool(
     on_failure: str,
 ) -> dict[str, Any]:
     _warm_shared_pool()
+    response, route_options = solution_str, options
     if route.boxed_input and isinstance(solution_str, str):
         # the answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str, boxes = extract(solution_str)
@@ -78,6 +79,10 @@ def _score_on_pool(
     except (TimeoutError, JudgerError) as exc:
         if on_failure == "raise":
             raise
+        if isinstance(exc, TimeoutError) and route.verl_verdict_on_timeout:
+            logger.warning("judger: %s scorer overran its deadline, verl's verdict kept: %s", route.name, exc)
+            verl_options = {**route_options, "compat": "verl"}
+            return route.compute_score()(response, ground_truth, extra_info, **verl_options)
         logger.warning("judger: %s scorer failed, scoring 0: %s", route.name, exc)
         return {"score": 0.0, "acc": False, "pred": None}
 
@@ -123,8 +128,11 @@ def _default_compute_score(
     the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
     pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
     0 with a logged warning (``on_failure="zero"``, as verl's math_verify does on a timeout) or
-    raises (``"raise"``); so does a sample on which a scorer raises. A sample whose label is None
-    scores 0.0, as verl's scorers do, with a warning (or raises with ``on_failure="raise"``).
+    raises (``"raise"``); so does a sample on which a scorer raises. DAPO's routes are the exception
+    to the 0: when Math-Verify's check overruns, verl's own verdict (-1 unless the strings are
+    equal) is the score, since 0 would pay an answer that stalls the check above a wrong one. A
+    sample whose label is None scores 0.0, as verl's scorers do, with a warning (or raises with
+    ``on_failure="raise"``).
     A MATH answer that needs no LaTeX parser (the label's text, plain numbers, fractions, units,
     mixed numbers, short and without a power tower) is decided in the calling process with the
     same checks the pool runs; the pool starts in the background on the first call that may need it.

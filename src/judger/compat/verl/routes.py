@@ -50,6 +50,10 @@ class Route:
     """The route ignores ``compat`` (judger's scorer in both modes)."""
     boxed_input: bool = False
     """The scorer accepts ``extracted=True`` (only the boxed answer crosses to the worker)."""
+    verl_verdict_on_timeout: bool = False
+    """The default mode is verl's verdict that a check on the pool may only raise (DAPO's -1 made
+    +1 by Math-Verify's equivalence): when the check overruns, verl's verdict (inline) is the score,
+    not a failure's 0, which for DAPO is above a wrong answer's -1."""
 
     def compute_score(self) -> Callable[..., dict[str, Any]]:
         return importlib.import_module(self.scorer).compute_score
@@ -83,6 +87,7 @@ ROUTES: tuple[Route, ...] = (
         lambda compat: _presets().DapoMathJudgerConfig(compat=compat),
         heavy_modes=(None,),
         prefixes=("aime",),
+        verl_verdict_on_timeout=True,
     ),
     Route(
         "prime_math",
