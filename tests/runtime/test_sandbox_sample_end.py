@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,13 +77,19 @@ def _sandbox_uid_processes() -> list[int]:
 ESCAPE = SandboxLimits(wall_s=60.0, cpu_s=60.0, memory_mb=512, output_mb=16, allow_subprocess=True)
 
 
-async def test_a_cancelled_sample_leaves_no_process() -> None:
+async def _outliver_started() -> tuple[asyncio.Task[Any], set[int]]:
+    """OUTLIVER's sample as a task, once its processes run; and the sandbox processes from before."""
     before = set(_sandbox_uid_processes())
     task = asyncio.create_task(score_async(fenced(OUTLIVER), DOUBLE, limits=ESCAPE))
     deadline = time.monotonic() + 20
     while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     assert len(set(_sandbox_uid_processes()) - before) >= 3  # supervisor, worker, the setsid child
+    return task, before
+
+
+async def test_a_cancelled_sample_leaves_no_process() -> None:
+    task, before = await _outliver_started()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -139,15 +146,10 @@ def _held() -> set[tuple[str, str]]:
 
 async def test_a_second_cancel_while_the_sample_ends_still_gives_everything_back() -> None:
     # a per-sample deadline fires, and while its sandbox is being taken down the batch's own
-    # deadline (or the trainer) cancels again: the uid lease, pidfd and pipes still come back, or
+    # deadline (or the trainer) cancels again: the uid lease and the pidfd still come back, or
     # a long run of such batches uses up the judge's descriptors and every later sample fails
     held = _held()
-    before = set(_sandbox_uid_processes())
-    task = asyncio.create_task(score_async(fenced(OUTLIVER), DOUBLE, limits=ESCAPE))
-    deadline = time.monotonic() + 20
-    while len(set(_sandbox_uid_processes()) - before) < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    assert len(set(_sandbox_uid_processes()) - before) >= 3
+    task, before = await _outliver_started()
     task.cancel()
     await asyncio.sleep(0)  # the first cancel reaches the sample: it kills it and waits for bubblewrap
     assert not task.done()
