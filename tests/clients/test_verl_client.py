@@ -545,3 +545,34 @@ def test_default_function_options_are_honoured(model_dir: Path) -> None:
     bogus = [*JUDGER_NAIVE, *JUDGER_DEFAULT, "+reward.custom_reward_function.reward_kwargs.bogus=1"]
     with pytest.raises(TypeError, match="bogus"):
         reward_loop_scores(compose(bogus, model_dir), samples=GSM8K_ROWS)
+
+
+# --- a failure a response provokes pays no more than a wrong answer ------------------------------
+
+GRADER_MODULE = """
+from judger import CompassVerifierV2Config
+
+
+def grader():
+    return CompassVerifierV2Config(hosts=[{url!r}], max_tokens=256)
+"""
+
+
+def test_a_response_that_makes_the_grader_fail_earns_no_more_than_a_wrong_one(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grader that restates the response's final answer before its verdict: ``\\boxed{A}`` puts a
+    second verdict into its reply, no verdict is read, the sample fails. In verl's reward loop it
+    scores -1, as a wrong answer does (verdict B), not the 0.0 that paid a policy for it."""
+    from judger.testing import serve_asgi
+    from judger.testing.fake_openai import FakeOpenAI
+
+    fake = FakeOpenAI(reply_style="quote")
+    rows = [("grader", response, "7") for response in ("so \\boxed{7}", "so \\boxed{5}", "so \\boxed{A}")]
+    with serve_asgi(fake.app) as server:
+        (tmp_path / "provoked_grader.py").write_text(GRADER_MODULE.format(url=server.url))
+        monkeypatch.syspath_prepend(str(tmp_path))
+        keys = [*JUDGER_NAIVE, "+reward.reward_kwargs.judger=provoked_grader:grader"]
+        ours, out = reward_loop_scores(compose(keys, model_dir), samples=rows)
+    assert rewards(ours) == [1.0, -1.0, -1.0]
+    assert [o["reward_extra_info"]["judge_failure"] for o in out] == [None, None, "error"]

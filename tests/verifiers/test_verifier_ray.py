@@ -21,6 +21,8 @@ async def test_verifier_on_a_ray_actor(
     )
     async with cfg.build() as judger:
         assert type(judger).__name__ == "RemoteJudger"
+        # the driver answers for the grader's lowest verdict (what a trainer gives a failure)
+        assert judger.lowest_score_for(make_state("x", "2")) == -1.0
         judged = await judger.batch_judge([make_state(f"\\boxed{{{i}}}", "2") for i in range(6)])
     assert [s.reward["verdict"] for s in judged if s.reward] == [
         "correct" if i == 2 else "incorrect" for i in range(6)

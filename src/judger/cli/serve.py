@@ -99,8 +99,9 @@ def _add_limit_arguments(group: argparse._ArgumentGroup) -> None:
 def _add_get_reward_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--failure-reward",
-        default="0.0",
-        help="/get_reward's reward for a sample the judger failed on (default 0.0); 'none': answer 5xx "
+        default="lowest",
+        help="/get_reward's reward for a sample the judger failed on: 'lowest' (default: the lowest "
+        "score the judger gives it, 0.0 where it declares none), a number, or 'none': answer 5xx "
         "instead, so OpenRLHF retries",
     )
     group.add_argument(
@@ -194,13 +195,20 @@ def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
     return [args.host]
 
 
-def _failure_reward(text: str) -> float | None:
-    if text.strip().lower() in ("none", "null"):
+def _failure_reward(text: str) -> float | str | None:
+    from judger.core.failure_reward import LOWEST, check_failure_reward
+
+    word = text.strip().lower()
+    if word in ("none", "null"):
         return None
+    if word == LOWEST:
+        return LOWEST
     try:
-        return float(text)
+        return check_failure_reward(float(text), "--failure-reward")
     except ValueError:
-        raise _UsageError(f"--failure-reward: expected a number or 'none', got {text!r}") from None
+        raise _UsageError(
+            f"--failure-reward: expected 'lowest', a finite number or 'none', got {text!r}"
+        ) from None
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
     from judger.compat.trl import judger_reward
 
-    reward = judger_reward("math", failure_reward=0.0)           # a preset, a config, a judger or a URL
+    reward = judger_reward("math", failure_reward="lowest")      # a preset, a config, a judger or a URL
     trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
 
 TRL calls a reward function with ``prompts``, ``completions`` (strings, or chat message lists),
@@ -16,8 +16,10 @@ TRL calls a reward function with ``prompts``, ``completions`` (strings, or chat 
   the dataset has them (a verl-layout dataset routes with ``judger_reward("verl")``); a GSM8K
   ``answer`` column (the worked solution ending ``#### 72``) is read as its final answer;
 - judges the whole batch in one ``batch_judge`` call; its reward is the judger's ``score``;
-- gives a sample judger cannot score ``failure_reward``, a number the user chooses (never None: TRL
-  would turn it into NaN and drop it with a generic warning), and logs the failure's message;
+- gives a sample judger cannot score ``failure_reward``, which the user chooses: ``"lowest"`` (the
+  lowest score the judger gives that sample, so a failure never pays more than a wrong answer; 0.0
+  where the judger declares none) or a number (never None: TRL would turn it into NaN and drop it
+  with a generic warning), and logs the failure's message;
 - logs ``<name>/acc`` (mean over the scored samples), ``<name>/failed`` (failed fraction) and
   ``<name>/failures`` (count) through TRL's ``log_metric``, and ``<name>_pred`` /
   ``<name>_failure`` columns through ``log_extra`` (TRL's completions table).
@@ -29,13 +31,13 @@ reward functions. ``asynchronous=False`` gives a sync one (it runs its own event
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from judger.compat.verl.batch import FailureLog
 from judger.compat.verl.router import default_judger_config
 from judger.core import loops
+from judger.core.failure_reward import FailureReward, FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
@@ -132,21 +134,13 @@ class JudgerReward:
         self,
         judger: BaseJudger,
         *,
-        failure_reward: float,
+        failure_reward: FailureRewardSetting,
         label_key: str | Sequence[str] | None = None,
         name: str = "judger",
         log_metrics: bool = True,
     ) -> None:
-        if isinstance(failure_reward, bool) or not isinstance(failure_reward, (int, float)):
-            raise TypeError(
-                f"failure_reward must be a number (TRL needs one per sample), got {failure_reward!r}"
-            )
-        if not math.isfinite(failure_reward):
-            raise ValueError(
-                f"failure_reward must be finite: TRL drops NaN rewards silently, got {failure_reward!r}"
-            )
         self.judger = judger
-        self.failure_reward = float(failure_reward)
+        self.failure_reward = FailureReward(failure_reward, judger, "failure_reward", logger)
         self.label_keys = (
             (label_key,) if isinstance(label_key, str) else tuple(label_key or DEFAULT_LABEL_KEYS)
         )
@@ -200,11 +194,12 @@ class JudgerReward:
         failed: list[str | None] = []
         for state in states:
             if state.reward is None:
-                rewards.append(self.failure_reward)
+                rewards.append(self.failure_reward.of(state))
                 failed.append(state.error_msg or "failed")
-                self.failure_log.record(state, self.failure_reward)
+                self.failure_log.record(state, rewards[-1])
                 continue
             rewards.append(float(state.reward["score"]))
+            self.failure_reward.watch(state, rewards[-1])
             failed.append(None)
             if "acc" in state.reward and state.reward["acc"] is not None:
                 accs.append(float(state.reward["acc"]))
@@ -244,7 +239,8 @@ class JudgerReward:
         return loops.run_sync(lambda: self.score(prompts, completions, log_metric, log_extra, **columns))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.judger.judger_name!r}, failure_reward={self.failure_reward})"
+        setting = self.failure_reward.setting
+        return f"{type(self).__name__}({self.judger.judger_name!r}, failure_reward={setting!r})"
 
 
 class AsyncJudgerReward(JudgerReward):
@@ -264,7 +260,7 @@ class AsyncJudgerReward(JudgerReward):
 def judger_reward(
     source: Any,
     *,
-    failure_reward: float,
+    failure_reward: FailureRewardSetting,
     label_key: str | Sequence[str] | None = None,
     name: str | None = None,
     asynchronous: bool = True,
@@ -273,12 +269,13 @@ def judger_reward(
     """A TRL reward function judging with ``source`` (a judger, a judger config, a preset name such as
     ``"math"``, ``"verl"`` for verl's dispatch by ``data_source``, or an ``http(s)://`` URL).
 
-    ``failure_reward`` is the reward of a sample judger cannot score (a finite number: choose what a
-    failure should teach the policy). ``label_key`` is a column (``"answer"``) or a nested key
-    (``"reward_model.ground_truth"``), or a list tried in order; the default reads
-    ``reward_model["ground_truth"]``, then ``ground_truth``, then ``solution``. ``name`` names the
-    reward in TRL's logs (``rewards/<name>/mean``) and prefixes judger's metrics; by default
-    ``judger_<preset>`` (``judger_gsm8k``), numbered when a process makes several
+    ``failure_reward`` is the reward of a sample judger cannot score: ``"lowest"`` (the judger's
+    lowest score for it) or a finite number (choose what a failure should teach the policy: above a
+    wrong answer's score, it teaches the policy to make the judger fail). ``label_key`` is a column
+    (``"answer"``) or a nested key (``"reward_model.ground_truth"``), or a list tried in order; the
+    default reads ``reward_model["ground_truth"]``, then ``ground_truth``, then ``solution``.
+    ``name`` names the reward in TRL's logs (``rewards/<name>/mean``) and prefixes judger's metrics;
+    by default ``judger_<preset>`` (``judger_gsm8k``), numbered when a process makes several
     (``judger_gsm8k_2``), so two judger rewards in one ``reward_funcs`` never share a log series.
     """
     cls: Callable[..., JudgerReward] = AsyncJudgerReward if asynchronous else JudgerReward

@@ -76,8 +76,20 @@ class BaseJudger(ABC):
         self.timeout = float(timeout)
         self.max_concurrency = max_concurrency
 
+    lowest_score: float | None = None
+    """The lowest score this judger gives a sample (None: not declared). A trainer that needs a
+    number for a sample the judger could not score gives it this one by default
+    (:class:`~judger.core.failure_reward.FailureReward`), so that a response which makes the judge
+    fail never earns more than a wrong answer. ``build()`` sets it from the config
+    (:meth:`JudgerConfig.score_floor`)."""
+
     def get_judger_name(self) -> str:
         return self.judger_name
+
+    def lowest_score_for(self, rollout_state: RolloutState) -> float | None:
+        """The lowest score this judger gives ``rollout_state`` (a composed judger answers for the
+        branch the sample routes to); None when not declared."""
+        return self.lowest_score
 
     @abstractmethod
     async def judge(self, rollout_state: RolloutState) -> RolloutState: ...

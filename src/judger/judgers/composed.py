@@ -202,6 +202,21 @@ class ComposedJudger(BatchJudger):
             f"got {type(data_source).__name__}: {data_source!r}. available={known}"
         )
 
+    def lowest_score_for(self, rollout_state: RolloutState) -> float | None:
+        """The declared ``lowest_score``, else that of the one branch the sample routes to (its
+        score is the sample's); a merge of several has no known floor."""
+        return self._floor(rollout_state, self.route(rollout_state.data_source))
+
+    def _floor(self, state: RolloutState, names: list[str]) -> float | None:
+        if self.lowest_score is not None:
+            return self.lowest_score
+        if len(names) != 1:
+            return None
+        branch = self.branch(names[0])
+        if isinstance(branch, ComposedJudger):  # a nested composition routes as a branch does
+            return branch._floor(state, branch._route_nested(state.data_source))
+        return branch.lowest_score_for(state)
+
     def capture(self, state: RolloutState, exc: BaseException) -> RolloutState:
         if isinstance(exc, RoutingError):
             raise exc  # a configuration error, not this sample's failure

@@ -89,6 +89,12 @@ class JudgerConfig(BaseModel):
     handler_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword arguments of the handler"
     )
+    lowest_score: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="the lowest score the judger gives; what a trainer gives a sample it could not "
+        "score by default (None: the preset's own, or unknown for a handler of yours: 0.0)",
+    )
 
     @field_validator("reward_handler")
     @classmethod
@@ -126,6 +132,10 @@ class JudgerConfig(BaseModel):
             max_hung_threads=self.max_hung_threads,
         )
 
+    def score_floor(self) -> float | None:
+        """The lowest score the built judger gives (``lowest_score``; None: not known)."""
+        return self.lowest_score
+
     def build(self) -> Judger:
         return build_judger(self)
 
@@ -146,6 +156,12 @@ class ComposedJudgerConfig(BaseModel):
     on_error: Literal["fail", "raise"] = "fail"
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
+    lowest_score: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="the lowest score a merge gives (None: a sample routed to one branch gets that "
+        "branch's, a merged one is unknown)",
+    )
 
     @field_validator("branches", mode="before")
     @classmethod
@@ -182,7 +198,7 @@ class ComposedJudgerConfig(BaseModel):
             name: branch if isinstance(branch, BaseJudger) else build_judger(branch)
             for name, branch in self.branches.items()
         }
-        return ComposedJudger(
+        composed = ComposedJudger(
             branches,
             merge_fn=self.merge_fn,
             merge_batch=self.merge_batch,
@@ -191,6 +207,8 @@ class ComposedJudgerConfig(BaseModel):
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
         )
+        composed.lowest_score = self.lowest_score
+        return composed
 
     def build(self) -> ComposedJudger:
         return self.build_local()
@@ -204,9 +222,11 @@ def build_judger(cfg: JudgerConfig | ComposedJudgerConfig) -> Judger:
         raise TypeError(
             f"build_judger takes a JudgerConfig or ComposedJudgerConfig, got {type(cfg).__name__}"
         )
-    if cfg.cpu_resources is None:
-        return cfg.build_local()
-    return remote_builder()(cfg)
+    judger = cfg.build_local() if cfg.cpu_resources is None else remote_builder()(cfg)
+    floor = cfg.score_floor()
+    if floor is not None:
+        judger.lowest_score = floor
+    return judger
 
 
 RemoteBuilder = Callable[[JudgerConfig], Judger]

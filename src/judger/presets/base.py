@@ -147,8 +147,7 @@ class ScorerJudger(BatchJudger):
     def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
         """What a sample scores when its scorer overran the deadline on the pool: None (the default)
         fails it with JudgeTimeoutError. A judger whose verdict does not need the part that can stall
-        gives that verdict instead, so that an answer written to stall the grader is not a failure,
-        which a trainer scores apart from (and can score above) a wrong answer."""
+        gives that verdict instead: an answer that stalls the grader is still graded, not failed."""
         return None
 
     async def _score_on_pool(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
@@ -250,6 +249,16 @@ class ScorerJudgerConfig(JudgerConfig):
 
     def scorer(self) -> ScorerFn:
         raise NotImplementedError(f"{type(self).__name__} must implement scorer()")
+
+    def score_floor(self) -> float | None:
+        if self.lowest_score is not None:
+            return self.lowest_score
+        # a reward_handler of the user's decides the scores: its floor is the user's to declare
+        return None if self.reward_handler is not None else self.preset_floor()
+
+    def preset_floor(self) -> float | None:
+        """The lowest score this preset's scorer gives with these options (None: not known)."""
+        return None
 
     def scorer_options(self) -> dict[str, Any]:
         return {"compat": self.compat}

@@ -129,6 +129,9 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     )
     execution: Literal["inline"] = Field("inline", description="programs always run in their own subprocess")
 
+    def preset_floor(self) -> float:
+        return 0.0  # a pass rate
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

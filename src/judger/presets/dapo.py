@@ -63,9 +63,9 @@ class DapoMathJudger(ScorerJudger):
 
     def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
         """verl's verdict (string equality after normalisation, -1 unless equal) when Math-Verify's
-        equivalence check, which only ever turns a -1 into a +1, overran its deadline: a timeout
-        would otherwise be a failure, which verl's managers score 0.0, above DAPO's -1 for a wrong
-        answer, and a policy could learn to box an answer that stalls the check."""
+        equivalence check, which only ever turns a -1 into a +1, overran its deadline: the answer is
+        still graded (a failure would pay a trainer's failure number, by default -1, even for an
+        answer equal to the label), and the sample is not counted as a grader failure."""
         if self.scorer is not compute_score or self.options.get("compat") == "verl":
             return None
         args, kwargs = self._call_args(payload)
@@ -118,7 +118,8 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     but, when the normalised strings differ, compares them with Math-Verify's equivalence, fixing
     false negatives such as ``Answer: 5.0`` vs ``5`` or ``Answer: 1/2`` vs ``\\frac{1}{2}``; it runs
     on the process pool with a deadline per sample, and when the check overruns it verl's verdict
-    stands (-1 unless the strings are equal), never a failure a trainer might score above -1.
+    stands (-1 unless the strings are equal) rather than a failure. Its lowest score, what a
+    trainer gives a sample it fails on, is -1 (less the whole overlong penalty when that is on).
     """
 
     xtuner_extra_info: ClassVar[tuple[str, ...]] = (
@@ -201,6 +202,12 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
                     f"max_response_len ({self.max_response_len})"
                 )
         return self
+
+    def preset_floor(self) -> float:
+        # a wrong answer at the length limit: -1 and the whole overlong penalty
+        if self.enable_overlong_buffer and self.overlong_penalty_factor:
+            return -1.0 - self.overlong_penalty_factor
+        return -1.0
 
     def scorer(self) -> ScorerFn:
         return compute_score

@@ -64,6 +64,9 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
                 )
         return self
 
+    def preset_floor(self) -> float:
+        return 0.0
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

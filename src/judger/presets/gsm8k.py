@@ -31,6 +31,10 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
     score: float = Field(1.0, description="score of a correct answer")
     execution: Execution = "inline"
 
+    def preset_floor(self) -> float:
+        # no answer found scores 0
+        return min(0.0, self.format_score, self.score)
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

@@ -131,6 +131,9 @@ class MathJudgerConfig(ScorerJudgerConfig):
     def _pick_execution(cls, data: Any) -> Any:
         return default_execution(data)
 
+    def preset_floor(self) -> float:
+        return 0.0
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

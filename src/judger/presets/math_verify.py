@@ -66,6 +66,9 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
     def _pick_execution(cls, data: Any) -> Any:
         return _process_by_default(data)
 
+    def preset_floor(self) -> float:
+        return min(0.0, self.timeout_score)
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

@@ -25,6 +25,10 @@ class QAExactMatchJudgerConfig(ScorerJudgerConfig):
     score: float = Field(1.0, description="score of a correct answer (divided by 4 past 10 answer tags)")
     execution: Execution = "inline"
 
+    def preset_floor(self) -> float:
+        # no <answer> tag scores 0
+        return min(0.0, self.format_score, self.score)
+
     def scorer(self) -> ScorerFn:
         return compute_score
 

@@ -65,6 +65,11 @@ class RayJudger(BatchJudger):
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         return self.local.preprocess(rollout_state)
 
+    def lowest_score_for(self, rollout_state: RolloutState) -> float | None:
+        if self.lowest_score is not None:
+            return self.lowest_score
+        return self.local.lowest_score_for(rollout_state)
+
     def postprocess(
         self, rollout_state: RolloutState, output: JudgerOutput
     ) -> RolloutState | Awaitable[RolloutState]:

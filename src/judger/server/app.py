@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from judger.core.failure_reward import FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 from judger.server.body import BodyLimits
@@ -70,7 +71,7 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_client_requests: int | None = None,
     allowed_hosts: Sequence[str] | None = None,
-    failure_reward: float | None = DEFAULT_FAILURE_REWARD,
+    failure_reward: FailureRewardSetting | None = DEFAULT_FAILURE_REWARD,
     batch_window: float = 0.0,
     max_batch: int = 256,
     log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
@@ -90,9 +91,10 @@ def create_app(
       one client may fill every judging slot and then gets 503s, as any client would).
     - ``allowed_hosts``: accepted ``Host`` header values (400 otherwise; ``None``: any host).
     - ``failure_reward``: the reward ``/get_reward`` gives a sample the judger failed on (default
-      0.0; the failure is flagged in ``extra_logs["judge_failed"]`` and described in
-      ``failures``). ``None``: a request with a failed sample answers 500 (504 if it timed out),
-      so OpenRLHF (one sample a request) retries it.
+      ``"lowest"``: the lowest score the judger gives that sample, 0.0 where it declares none, so
+      a failure never pays more than a wrong answer; or a number; the failure is flagged in
+      ``extra_logs["judge_failed"]`` and described in ``failures``). ``None``: a request with a
+      failed sample answers 500 (504 if it timed out), so OpenRLHF (one sample a request) retries it.
     - ``log_keys``: reward fields ``/get_reward`` reports in ``extra_logs`` (default ``acc``), one
       number per sample, 0.0 where the field is missing or judging failed. The keys are the same in
       every reply: OpenRLHF merges the ``extra_logs`` of all samples of a step and fails on a

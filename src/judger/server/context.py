@@ -7,13 +7,13 @@ handler, so no endpoint is a closure over the app factory's locals.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 
+from judger.core.failure_reward import LOWEST, FailureReward, FailureRewardSetting, check_failure_reward
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerJudger
@@ -27,7 +27,7 @@ from judger.server.recorder import Recorder
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT_REQUESTS = 512
-DEFAULT_FAILURE_REWARD = 0.0
+DEFAULT_FAILURE_REWARD: FailureRewardSetting = LOWEST
 DEFAULT_LOG_KEYS = ("acc",)
 
 Handler = Callable[["ServerContext", bytes, bytes], Awaitable[tuple[int, Any]]]
@@ -44,7 +44,8 @@ class ServerContext:
     parser: BodyParser
     limits: BodyLimits
     reader: GetRewardReader
-    failure_reward: float | None
+    failure_reward: FailureReward | None
+    """/get_reward's number for a failed sample; None: such a request answers 5xx."""
     log_keys: tuple[str, ...]
     max_concurrency: int
     # an inline preset that scores /judge's validated fields without building states, or None
@@ -77,12 +78,12 @@ def server_context(request: Request) -> ServerContext:
     return context
 
 
-def check_options(max_body_bytes: int, max_concurrency: int, failure_reward: float | None) -> None:
+def check_options(max_body_bytes: int, max_concurrency: int, failure_reward: Any) -> None:
     """Refuse limits no server could keep (before a judger is built for them)."""
     if max_body_bytes < 1 or max_concurrency < 1:
         raise ValueError("max_body_bytes and max_concurrency must be >= 1")
-    if failure_reward is not None and not math.isfinite(failure_reward):
-        raise ValueError(f"failure_reward must be a finite number or None, got {failure_reward!r}")
+    if failure_reward is not None:
+        check_failure_reward(failure_reward, "failure_reward")
 
 
 def build_context(
@@ -91,7 +92,7 @@ def build_context(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_concurrency: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS,
     body_limits: BodyLimits | None = None,
-    failure_reward: float | None = DEFAULT_FAILURE_REWARD,
+    failure_reward: FailureRewardSetting | None = DEFAULT_FAILURE_REWARD,
     batch_window: float = 0.0,
     max_batch: int = 256,
     log_keys: Sequence[str] = DEFAULT_LOG_KEYS,
@@ -119,7 +120,9 @@ def build_context(
         parser=BodyParser(limits, max_body_bytes),
         limits=limits,
         reader=reader,
-        failure_reward=failure_reward,
+        failure_reward=(
+            None if failure_reward is None else FailureReward(failure_reward, judger, "failure_reward")
+        ),
         log_keys=tuple(dict.fromkeys(k for k in log_keys if k not in ("score", "judge_failed"))),
         max_concurrency=max_concurrency,
         field_judger=judger if isinstance(judger, InlineScorerJudger) and judger.judges_fields() else None,

@@ -84,7 +84,8 @@ class GetRewardResponse(BaseModel):
 
     rewards: list[float] = Field(
         ...,
-        description="the score of each query; the server's failure_reward (default 0.0) where judging failed",
+        description="the score of each query; the server's failure_reward (default: the judger's "
+        "lowest score) where judging failed",
     )
     scores: list[float] = Field(..., description="same as rewards (OpenRLHF uses it for filtering)")
     extra_logs: dict[str, list[float]] = Field(

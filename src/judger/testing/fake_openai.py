@@ -18,7 +18,10 @@ Endpoints and what they answer (all deterministic):
     number, else the whole stripped text) is compared with the gold section after normalisation
     (spaces, ``$`` and a trailing ``.`` dropped; numbers compared as numbers). It replies ``"A"``
     when they agree, ``"B"`` when they do not, ``"C"`` when the response section is empty. With
-    ``reply_style="cot"`` the letter comes as ``"... Final Judgment: \\boxed{A}"``. Any other
+    ``reply_style="cot"`` the letter comes as ``"... Final Judgment: \\boxed{A}"``; with
+    ``reply_style="quote"`` the grader first restates the response's final answer, as
+    chain-of-thought graders do (``"The final answer of the response is \\boxed{5}; the gold answer
+    is 7.\nFinal Judgment: B"``), so a response can put words into the reply. Any other
     chat request is a generation: answered like ``/v1/completions`` on the concatenated message
     contents (the "chat template" is one content per line), with ``n`` choices; ``logprobs: true``
     adds OpenAI's ``logprobs.content`` list (tokens ``"token_id:N"`` when
@@ -239,6 +242,11 @@ class FakeOpenAI:
         letter = grade(sections["gold_answer"], sections["response"])
         if self.reply_style == "cot":
             return f"I compared the final answer with the gold answer.\nFinal Judgment: \\boxed{{{letter}}}"
+        if self.reply_style == "quote":
+            answer = final_answer(sections["response"])
+            gold = sections["gold_answer"].strip()
+            restated = f"The final answer of the response is \\boxed{{{answer}}}; the gold answer is {gold}."
+            return f"{restated}\nFinal Judgment: {letter}"
         return letter
 
     async def _admit(self, body: dict[str, Any]) -> Any:

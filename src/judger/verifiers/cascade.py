@@ -67,6 +67,13 @@ class CascadeJudger(BatchJudger):
         self.rule_correct_score = rule_correct_score
         self.on_rule_failure: RuleFailurePolicy = on_rule_failure
 
+    def lowest_score_for(self, rollout_state: RolloutState) -> float | None:
+        if self.lowest_score is not None:
+            return self.lowest_score
+        # the reward is one stage's: the lower of their floors, when both are known
+        floors = [self.rule.lowest_score_for(rollout_state), self.verifier.lowest_score_for(rollout_state)]
+        return None if None in floors else min(f for f in floors if f is not None)
+
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         return {
             "rule": self.rule.preprocess(rollout_state),

@@ -1,9 +1,10 @@
 """Judge a batch of verl samples with a judger and hand back what verl needs: a number per sample.
 
 Shared by :func:`~judger.compat.verl.compute_score.default_compute_score_batch` and the reward
-managers. A sample the judger cannot score (FAILED) gets ``failure_score`` (0.0, what verl gives a
-scorer error) and a ``judge_failure`` entry naming the failure kind, and the failure is logged with
-its message: verl needs a number in the reward tensor, and the user needs to hear about it.
+managers. A sample the judger cannot score (FAILED) gets ``failure_score`` (by default the lowest
+score its route gives, :mod:`judger.core.failure_reward`) and a ``judge_failure`` entry naming the
+failure kind, and the failure is logged with its message: verl needs a number in the reward tensor,
+and the user needs to hear about it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from judger.compat.verl.default_options import DefaultOptions
 from judger.compat.verl.result import RESULT_KEYS, VerlScore
 from judger.core import loops
+from judger.core.failure_reward import LOWEST, FailureReward, FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -149,20 +151,27 @@ def score_batch(
     extra_infos: Sequence[Any] | None = None,
     *,
     full_output: bool = False,
-    failure_score: float = 0.0,
+    failure_score: FailureRewardSetting | None = None,
     **kwargs: Any,
 ) -> list[Any]:
     """See :func:`judger.compat.verl.compute_score.default_compute_score_batch`."""
 
     options = DefaultOptions.parse(kwargs, "default_compute_score_batch")
-    judger = _router(replace(options, on_failure="zero", as_float=False))
+    judger = _router(replace(options, on_failure="lowest", as_float=False))
+    if failure_score is None:
+        failure_score = 0.0 if options.on_failure == "zero" else LOWEST
+    failure_reward = FailureReward(failure_score, judger, "failure_score", logger)
     states = run_sync(judge_rows(judger, data_sources, solution_strs, ground_truths, extra_infos))
     out: list[Any] = []
     for state in states:
+        value = 0.0
         if state.reward is None:
             if options.on_failure == "raise":
                 raise ValueError(f"judger: sample of data_source={state.data_source!r}: {state.error_msg}")
-            _failures.record(state, failure_score)
-        result = result_of(state, failure_score, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
+            value = failure_reward.of(state)
+            _failures.record(state, value)
+        else:
+            failure_reward.watch(state, float(state.reward["score"]))
+        result = result_of(state, value, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
         out.append(float(result["score"]) if options.as_float else VerlScore(result))
     return out

@@ -9,14 +9,16 @@ file path included), so verl's process-pool manager (prime) can ship them to its
 
 from __future__ import annotations
 
+import functools
 import logging
 import pkgutil
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from judger.compat.verl.batch import score_batch
+from judger.compat.verl.default_options import ON_FAILURE
 from judger.compat.verl.result import VerlScore
-from judger.compat.verl.routes import Compat, Route, find_route
+from judger.compat.verl.routes import Compat, Route, find_route, route_config
 from judger.core.errors import JudgerError
 from judger.runtime.procpool.shared import shared_pool
 from judger.scorers.math.reward import extract, quick_result
@@ -83,8 +85,21 @@ def _score_on_pool(
             logger.warning("judger: %s scorer overran its deadline, verl's verdict kept: %s", route.name, exc)
             verl_options = {**route_options, "compat": "verl"}
             return route.compute_score()(response, ground_truth, extra_info, **verl_options)
-        logger.warning("judger: %s scorer failed, scoring 0: %s", route.name, exc)
-        return {"score": 0.0, "acc": False, "pred": None}
+        return _failed(route, options.get("compat"), on_failure, f"{type(exc).__name__}: {exc}")
+
+
+@functools.cache
+def _route_floor(name: str, compat: Compat) -> float:
+    floor = route_config(name, compat).score_floor()
+    return 0.0 if floor is None else floor
+
+
+def _failed(route: Route, compat: Compat, on_failure: str, why: str) -> dict[str, Any]:
+    """A sample the route's scorer failed on: the route's lowest score (``on_failure="lowest"``:
+    a failure a response provokes never pays more than a wrong answer) or 0, loudly."""
+    score = 0.0 if on_failure == "zero" else _route_floor(route.name, compat)
+    logger.warning("judger: %s scorer failed, scoring %s: %s", route.name, score, why)
+    return {"score": score, "acc": False, "pred": None}
 
 
 def _route_options(
@@ -117,7 +132,7 @@ def _default_compute_score(
     *,
     compat: Compat = None,
     timeout: float = DEFAULT_HEAVY_TIMEOUT,
-    on_failure: Literal["zero", "raise"] = "zero",
+    on_failure: Literal["lowest", "zero", "raise"] = "lowest",
     full_output: bool = False,
     as_float: bool = False,
     **kwargs: Any,
@@ -127,12 +142,12 @@ def _default_compute_score(
     ``compat="verl"`` reproduces verl's scores (see :mod:`judger.compat.verl.routes` for prime_math);
     the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
     pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
-    0 with a logged warning (``on_failure="zero"``, as verl's math_verify does on a timeout) or
-    raises (``"raise"``); so does a sample on which a scorer raises. DAPO's routes are the exception
-    to the 0: when Math-Verify's check overruns, verl's own verdict (-1 unless the strings are
-    equal) is the score, since 0 would pay an answer that stalls the check above a wrong one. A
-    sample whose label is None scores 0.0, as verl's scorers do, with a warning (or raises with
-    ``on_failure="raise"``).
+    the route's lowest score with a logged warning (``on_failure="lowest"``: 0 for most routes, as
+    verl's math_verify gives a timeout, and DAPO's -1, since 0 would pay an answer that stalls the
+    check above a wrong one), 0 (``"zero"``) or raises (``"raise"``); so does a sample on which a
+    scorer raises. On DAPO's routes an overrun of Math-Verify's check keeps verl's own verdict (-1
+    unless the strings are equal). A sample whose label is None scores 0.0, as verl's scorers do,
+    with a warning (or raises with ``on_failure="raise"``).
     A MATH answer that needs no LaTeX parser (the label's text, plain numbers, fractions, units,
     mixed numbers, short and without a power tower) is decided in the calling process with the
     same checks the pool runs; the pool starts in the background on the first call that may need it.
@@ -147,8 +162,8 @@ def _default_compute_score(
     """
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
-    if on_failure not in ("zero", "raise"):
-        raise ValueError(f"on_failure must be 'zero' or 'raise', got {on_failure!r}")
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {list(ON_FAILURE)}, got {on_failure!r}")
     route = find_route(data_source)
     if ground_truth is None:
         return _shaped(_missing_label(data_source, on_failure), full_output, as_float)
@@ -165,8 +180,7 @@ def _default_compute_score(
         # scores 0, loudly, unless the caller asked to see it
         if on_failure == "raise":
             raise
-        logger.warning("judger: %s scorer failed, scoring 0: %s: %s", route.name, type(exc).__name__, exc)
-        result = {"score": 0.0, "acc": False, "pred": None}
+        result = _failed(route, options.get("compat"), on_failure, f"{type(exc).__name__}: {exc}")
     return _shaped(result, full_output, as_float)
 
 

@@ -22,11 +22,14 @@ DEFAULT_FN_KWARGS: dict[str, str] = {
     "memory_limit_mb": "uses: the code route's memory limit per program",
     "concurrent_semaphore": "uses: judger's code judger bounds its own parallelism (max_parallel)",
     "timeout": "uses: every route's per-sample deadline",
-    "on_failure": "uses: 'raise' raises on a sample that could not be scored",
+    "on_failure": "uses: a sample that could not be scored gets the route's lowest score ('lowest', "
+    "the default), 0.0 ('zero'), or raises ('raise')",
     "as_float": "uses: the result is the score alone; reward_extra_info is {'acc': score}, as verl "
     "records a float",
 }
 """What judger does with each keyword ``default_compute_score`` takes."""
+
+ON_FAILURE = ("lowest", "zero", "raise")
 
 REFUSED_FN_KWARGS: dict[str, str] = {
     "full_output": "the manager's reward_extra_keys chooses the reward_extra_info keys",
@@ -41,7 +44,7 @@ class DefaultOptions:
     sandbox_fusion_url: str | None = None
     memory_limit_mb: int | None = None
     timeout: float | None = None
-    on_failure: str = "zero"
+    on_failure: str = "lowest"
     as_float: bool = False
 
     @classmethod
@@ -56,9 +59,9 @@ class DefaultOptions:
                 f"{who}: unknown default_compute_score option(s) {unknown}; "
                 f"it takes {sorted(DEFAULT_FN_KWARGS)}"
             )
-        on_failure = kwargs.get("on_failure", "zero")
-        if on_failure not in ("zero", "raise"):
-            raise ValueError(f"{who}: on_failure must be 'zero' or 'raise', got {on_failure!r}")
+        on_failure = kwargs.get("on_failure", "lowest")
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"{who}: on_failure must be one of {list(ON_FAILURE)}, got {on_failure!r}")
         compat = kwargs.get("compat")
         if compat not in (None, "verl"):
             raise ValueError(f"{who}: compat must be 'verl' or null, got {compat!r}")

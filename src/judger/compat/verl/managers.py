@@ -28,7 +28,9 @@ serves a reward model, ``extra_info`` with verl's ``num_turns``, ``rollout_rewar
 ``tool_extra_fields``, a float result also recorded as ``acc``).
 Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
 constructor's keyword arguments: ``compat`` (``"verl"``: verl's scores), ``failure_score`` (the
-reward of a sample judger cannot score, default 0.0, logged with its reason), ``reward_extra_keys``
+reward of a sample judger cannot score, logged with its reason: by default ``"lowest"``, the lowest
+score its judger gives that sample -- DAPO's -1, a grader's B -- or 0.0 where the judger declares none;
+:mod:`judger.core.failure_reward`), ``reward_extra_keys``
 (the ``reward_extra_info`` keys; default ``score, acc, pred, judge_failure`` -- ``acc`` makes verl's
 headline validation metric ``acc``; ``[]`` keeps it ``reward``), ``judger`` (an import string of a
 judger config, judger, or function returning one, replacing the default).
@@ -62,6 +64,7 @@ from judger.compat.verl.manager_judger import (
     plain,
 )
 from judger.compat.verl.reward_managers import RewardBatch, decode_all, reward_array, union_extra_info
+from judger.core.failure_reward import LOWEST, FailureReward
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -178,6 +181,7 @@ class NaiveRewardManager:
                 "reward_model_tokenizer": reward_model_tokenizer,
             }
         self.judger = manager_judger(who, compute_score, self._judger_option, self.defaults, genrm)
+        self.failure_reward = FailureReward(self._failure_setting, self.judger, "reward_kwargs.failure_score")
         self.failures = FailureLog(who)
         self._pending: list[tuple[tuple[tuple[Any, np.ndarray, Any, Any], int], asyncio.Future[Any]]] = []
         self.check_options()
@@ -210,7 +214,9 @@ class NaiveRewardManager:
             raise ValueError(f"reward_kwargs.compat must be 'verl' or null, got {self.compat!r}")
         if self.compat != self.defaults.compat:
             self.defaults = replace(self.defaults, compat=self.compat)
-        self.failure_score = float(options.pop("failure_score", 0.0))
+        # default_compute_score's on_failure='zero', bound by the user, still means 0
+        zero = self.defaults.on_failure == "zero"
+        self._failure_setting = options.pop("failure_score", 0.0 if zero else LOWEST)
         self.on_failure = self.defaults.on_failure
         explicit_keys = "reward_extra_keys" in options
         keys = plain(options.pop("reward_extra_keys", DEFAULT_EXTRA_KEYS))
@@ -264,6 +270,8 @@ class NaiveRewardManager:
             if failed:
                 reward = self._failed(state)
             score = float(reward["score"])
+            if not failed:
+                self.failure_reward.watch(state, score)
             info: dict[str, Any]
             if as_float:
                 info = {"acc": score}
@@ -283,10 +291,11 @@ class NaiveRewardManager:
                 f"{type(self).__name__}: a sample of data_source={state.data_source!r} could not "
                 f"be scored (on_failure='raise'): {state.error_msg}"
             )
-        self.failures.record(state, self.failure_score)
+        score = self.failure_reward.of(state)
+        self.failures.record(state, score)
         failure = state.extra_fields.get(FAILURE_KEY) or {}
         return {
-            "score": self.failure_score,
+            "score": score,
             "acc": False,
             "pred": None,
             FAILURE_KEY: failure.get("kind", "error"),

@@ -53,7 +53,7 @@ class Route:
     verl_verdict_on_timeout: bool = False
     """The default mode is verl's verdict that a check on the pool may only raise (DAPO's -1 made
     +1 by Math-Verify's equivalence): when the check overruns, verl's verdict (inline) is the score,
-    not a failure's 0, which for DAPO is above a wrong answer's -1."""
+    not a failure's (the route's lowest, -1, even for an answer equal to the label)."""
 
     def compute_score(self) -> Callable[..., dict[str, Any]]:
         return importlib.import_module(self.scorer).compute_score

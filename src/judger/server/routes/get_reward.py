@@ -37,14 +37,19 @@ def _rewards(
 ) -> dict[str, Any]:
     """The reply: every reward a number (``failure_reward`` for a failed sample), and the same
     ``extra_logs`` keys whatever the samples, as OpenRLHF merges them across a step."""
-    fallback = float(context.failure_reward or 0.0)
+    failure_reward = context.failure_reward
     rewards: list[float] = []
     logs: dict[str, list[float]] = {key: [] for key in context.log_keys}
     flags: list[float] = []
     for state, failure in zip(judged, failures):
         reward_dict = state.reward if failure is None and state.reward else {}
         score = reward_dict.get("score")
-        rewards.append(float(score) if failure is None and score is not None else fallback)
+        if failure is None and score is not None:
+            rewards.append(float(score))
+            if failure_reward is not None:
+                failure_reward.watch(state, rewards[-1])
+        else:  # failure_reward is set: handle() answered 5xx otherwise
+            rewards.append(failure_reward.of(state) if failure_reward is not None else 0.0)
         flags.append(0.0 if failure is None else 1.0)
         for key, column in logs.items():
             # a number OpenRLHF can stack and average: not a NaN, nor an int no float holds (that
@@ -65,9 +70,9 @@ async def get_reward(
     request: Request, context: Annotated[ServerContext, Depends(server_context)]
 ) -> Response:
     """OpenRLHF: ``{"query", "prompts", "labels", "data_sources"}`` -> ``{"rewards", "scores",
-    "extra_logs", "failures"}``. Every reward is a number: a failed sample gets
-    ``failure_reward`` (default 0.0), ``extra_logs["judge_failed"]`` 1.0 and its failure in
-    ``failures``. A label ``""`` (what OpenRLHF sends for a sample without one) is no label.
+    "extra_logs", "failures"}``. Every reward is a number: a failed sample gets ``failure_reward``
+    (default: the judger's lowest score for it), ``extra_logs["judge_failed"]`` 1.0 and its failure
+    in ``failures``. A label ``""`` (what OpenRLHF sends for a sample without one) is no label.
     ``data_sources`` routes each sample in a composed judger."""
     status, content = await handle(context, await request.body(), b"")
     return json_reply(content, status)
