@@ -69,7 +69,7 @@ def test_none_label_scores_zero_with_a_warning(
 def test_none_label_warning_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     from judger.compat.verl import compute_score as module
 
-    module._missing_labels["count"] = 0
+    module._missing_labels.count = 0
     with caplog.at_level(logging.WARNING, logger="judger.compat.verl.compute_score"):
         default_compute_score("math_dapo", "Answer: 5", None, compat="verl")
     assert "has no label" in caplog.text and "scored 0.0" in caplog.text
@@ -281,7 +281,7 @@ def test_manager_warns_on_a_missing_label_even_when_verl_mode_scores_it(
 
     from judger.compat.verl import batch
 
-    batch._missing_labels["count"] = 0
+    batch._missing_labels.count = 0
     with caplog.at_level(logging.WARNING, logger="judger.compat.verl.batch"):
         out = asyncio.run(one())
     assert out["reward_score"] == 0.0 and "has no label" in caplog.text

@@ -9,12 +9,14 @@ from pydantic import Field, model_validator
 
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
+from judger.core.sparse_log import SparseLog
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
 from judger.scorers.labels import missing_label
 from judger.scorers.math.dapo import compute_score
 
 _log = logging.getLogger(__name__)
+_overruns = SparseLog(first=3)
 
 
 def token_count(tokenizer: Any, text: str) -> int:
@@ -69,16 +71,7 @@ class DapoMathJudger(ScorerJudger):
         if self.scorer is not compute_score or self.options.get("compat") == "verl":
             return None
         args, kwargs = self._call_args(payload)
-        result = compute_score(*args, **{**kwargs, "compat": "verl"})
-        _log.warning(
-            "judger %r: Math-Verify's equivalence check of %r overran its %g s; verl's verdict kept "
-            "(score %g)",
-            self.judger_name,
-            str(result.get("pred"))[:80],
-            self.timeout,
-            result["score"],
-        )
-        return result
+        return verl_verdict_after_overrun(self.judger_name, self.timeout, *args, **kwargs)
 
     def _label(self, label: Any) -> str:
         """DAPO compares strings: a number label is its text (default mode); anything else fails
@@ -95,6 +88,24 @@ class DapoMathJudger(ScorerJudger):
             f"{'' if self.options.get('compat') is None else '(compat=verl) '}"
             f"(or a number), got {type(label).__name__}"
         )
+
+
+def verl_verdict_after_overrun(who: str, timeout: float, *args: Any, **options: Any) -> dict[str, Any]:
+    """verl's DAPO verdict of ``compute_score(*args, **options)``, for a sample whose Math-Verify
+    check overran ``timeout``; logged sparsely (a policy could write such answers in every sample)."""
+    result = compute_score(*args, **{**options, "compat": "verl"})
+    n = _overruns.tick()
+    if n is not None:
+        _log.warning(
+            "judger %r: Math-Verify's equivalence check of %r overran its %g s; verl's verdict kept "
+            "(score %g; %d such overruns so far)",
+            who,
+            str(result.get("pred"))[:80],
+            timeout,
+            result["score"],
+            n,
+        )
+    return result
 
 
 class DapoMathJudgerConfig(ScorerJudgerConfig):

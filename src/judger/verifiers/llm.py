@@ -23,7 +23,7 @@ from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, Status
 from judger.judgers.config import JudgerConfig
 from judger.verifiers.hosts import ChatHosts
-from judger.verifiers.prompts import GRADER_PROMPT, check_template, render_prompt
+from judger.verifiers.prompts import GRADER_PROMPT, check_template, defang, render_prompt
 from judger.verifiers.truncation import STRIP_TOKENS, cut_response
 from judger.verifiers.verdicts import VerdictParseError, VerdictParser, resolve_parser
 
@@ -140,9 +140,9 @@ class LLMJudger(BatchJudger):
         label = payload.get("label")
         prompt = render_prompt(
             self.prompt_template,
-            question=payload.get("question") or "",
+            question=defang(payload.get("question") or ""),
             gold_answer="" if label is None else str(label),
-            response=response,
+            response=defang(response),
         )
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages.append({"role": "user", "content": prompt})

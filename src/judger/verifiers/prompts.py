@@ -51,6 +51,19 @@ Your verdict (A, B or C):"""
 
 _FIELD = re.compile(r"\{(question|gold_answer|label|response)\}")
 
+# the section markers, however spelled (case, spaces, a slash): a grader reads any of them as one
+_MARKER = re.compile(
+    r"<(\s*/?\s*(?:original\s*question|gold\s*target|predicted(?:\s*answer)?)\s*(?:begin|end)\s*)>", re.I
+)
+
+
+def defang(text: str) -> str:
+    """``text`` with the prompt's section markers made inert (``<Predicted End>`` becomes
+    ``‹Predicted End›``): a response that writes one would otherwise close its own section and open
+    a forged one -- a second gold target, say -- for the grader to read. Honest answers never
+    contain them, so for those nothing changes."""
+    return _MARKER.sub(lambda m: f"\u2039{m.group(1)}\u203a", text)
+
 
 def render_prompt(template: str, *, question: str, gold_answer: str, response: str) -> str:
     """Fill ``template`` in one pass, so text inserted for one field is never scanned for another."""

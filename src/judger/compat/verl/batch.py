@@ -10,7 +10,6 @@ and the user needs to hear about it.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from judger.core import loops
 from judger.core.failure_reward import LOWEST, FailureReward, FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
+from judger.core.sparse_log import SparseLog
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +60,15 @@ class FailureLog:
     def __init__(self, name: str, log: logging.Logger = logger) -> None:
         self.name = name
         self.log = log
-        self.count = 0
-        self._lock = threading.Lock()
+        self._sparse = SparseLog(first=3)
+
+    @property
+    def count(self) -> int:
+        return self._sparse.count
 
     def record(self, state: RolloutState, reward: float) -> None:
-        with self._lock:
-            self.count += 1
-            n = self.count
-        if n <= 3 or n & (n - 1) == 0:
+        n = self._sparse.tick()
+        if n is not None:
             self.log.warning(
                 "judger (%s): a sample of data_source=%r could not be scored, reward %s: %s "
                 "(%d failed samples so far)",
@@ -96,16 +97,15 @@ def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | N
     return {key: result.get(key) for key in keys}
 
 
-_missing_labels = {"count": 0}
+_missing_labels = SparseLog()
 
 
 def warn_missing_labels(data_sources: Sequence[Any], ground_truths: Sequence[Any]) -> None:
     """verl scores a sample without a label as its scorer compares with None (usually 0): say so."""
     for data_source, label in zip(data_sources, ground_truths):
         if label is None:
-            _missing_labels["count"] += 1
-            n = _missing_labels["count"]
-            if n & (n - 1) == 0:  # 1st, 2nd, 4th ...: a run full of them still says how many
+            n = _missing_labels.tick()
+            if n is not None:
                 logger.warning(
                     "judger: a sample of data_source=%r has no label (reward_model.ground_truth is None); "
                     "it scores as verl scores it, or fails (%d such samples so far)",

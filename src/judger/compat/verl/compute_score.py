@@ -20,13 +20,15 @@ from judger.compat.verl.default_options import ON_FAILURE
 from judger.compat.verl.result import VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route, route_config
 from judger.core.errors import JudgerError
+from judger.core.sparse_log import SparseLog
 from judger.runtime.procpool.shared import shared_pool
 from judger.scorers.math.reward import extract, quick_result
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEAVY_TIMEOUT = 10.0
-_missing_labels = {"count": 0}
+_missing_labels = SparseLog()
+_scorer_failures = SparseLog(first=3)
 
 
 def _missing_label(data_source: Any, on_failure: str) -> dict[str, Any]:
@@ -36,9 +38,8 @@ def _missing_label(data_source: Any, on_failure: str) -> dict[str, Any]:
     )
     if on_failure == "raise":
         raise ValueError(f"{message}; give every row a reward_model.ground_truth")
-    _missing_labels["count"] += 1
-    n = _missing_labels["count"]
-    if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... so a run full of them still says how many
+    n = _missing_labels.tick()
+    if n is not None:
         logger.warning("%s: scored 0.0 as verl does (%d such samples so far)", message, n)
     return {"score": 0.0, "acc": False, "pred": None}
 
@@ -82,9 +83,12 @@ def _score_on_pool(
         if on_failure == "raise":
             raise
         if isinstance(exc, TimeoutError) and route.verl_verdict_on_timeout:
-            logger.warning("judger: %s scorer overran its deadline, verl's verdict kept: %s", route.name, exc)
-            verl_options = {**route_options, "compat": "verl"}
-            return route.compute_score()(response, ground_truth, extra_info, **verl_options)
+            # imported here: the presets are not needed on the single-row path until a sample overruns
+            from judger.presets.dapo import verl_verdict_after_overrun
+
+            return verl_verdict_after_overrun(
+                route.name, timeout, response, ground_truth, extra_info, **route_options
+            )
         return _failed(route, options.get("compat"), on_failure, f"{type(exc).__name__}: {exc}")
 
 
@@ -98,7 +102,15 @@ def _failed(route: Route, compat: Compat, on_failure: str, why: str) -> dict[str
     """A sample the route's scorer failed on: the route's lowest score (``on_failure="lowest"``:
     a failure a response provokes never pays more than a wrong answer) or 0, loudly."""
     score = 0.0 if on_failure == "zero" else _route_floor(route.name, compat)
-    logger.warning("judger: %s scorer failed, scoring %s: %s", route.name, score, why)
+    n = _scorer_failures.tick()
+    if n is not None:
+        logger.warning(
+            "judger: %s scorer failed, scoring %s: %s (%d scorer failures and overruns so far)",
+            route.name,
+            score,
+            why,
+            n,
+        )
     return {"score": score, "acc": False, "pred": None}
 
 
