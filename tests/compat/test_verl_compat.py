@@ -105,8 +105,12 @@ def test_gsm8k_qa_and_code_routes_in_both_modes() -> None:
     assert code == {"score": 1.0, "acc": True, "pred": "print(int(input()) + 1)\n"}
     full = default_compute_score("codeforces", PLUS_ONE, APPS_TESTS, full_output=True)
     assert full["passed"] == 2 and full["total"] == 2
-    # verl passes its own extra keyword arguments; they are accepted and ignored
+    # what verl's managers add to a call is accepted and unused; anything else is refused by name
     assert default_compute_score("openai/gsm8k", "#### 3", "3", concurrent_semaphore=None, num_turns=2)["acc"]
+    assert default_compute_score("openai/gsm8k", "#### 3", "3", reward_router_address="127.0.0.1:9")["acc"]
+    for misplaced in ({"failure_score": -1.0}, {"on_faliure": "raise"}):
+        with pytest.raises(TypeError, match=next(iter(misplaced))):
+            default_compute_score("openai/gsm8k", "#### 3", "3", **misplaced)
 
 
 def test_math_routes_in_both_modes() -> None:

@@ -26,7 +26,7 @@ from judger.compat.verl.managers import NaiveRewardManager
 from judger.compat.verl.reward_managers import RewardBatch
 from judger.core.failure_reward import FailureReward
 
-pytestmark = pytest.mark.py310
+pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 
 
 def state(data_source: Any) -> RolloutState:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from judger.compat.verl.batch import score_batch
-from judger.compat.verl.default_options import ON_FAILURE
+from judger.compat.verl.default_options import DEFAULT_FN_KWARGS, ON_FAILURE
 from judger.compat.verl.result import VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route, route_config
 from judger.core.errors import JudgerError
@@ -27,6 +27,9 @@ from judger.scorers.math.reward import extract, quick_result
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEAVY_TIMEOUT = 10.0
+VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer", "num_turns")
+"""What verl's managers may add to a call of the function: accepted, unused by the rule scorers."""
+KNOWN_OPTIONS = (*DEFAULT_FN_KWARGS, "full_output")
 _missing_labels = SparseLog()
 _scorer_failures = SparseLog(first=3)
 
@@ -169,9 +172,18 @@ def _default_compute_score(
     plain float); ``full_output=True`` returns everything the scorer reports.
     ``sandbox_fusion_url`` runs the code routes on that SandboxFusion server (``POST /run_code``), as
     verl does; without it code runs in judger's local bubblewrap sandbox. ``memory_limit_mb`` sets
-    the local sandbox's memory limit. ``concurrent_semaphore`` and other keyword arguments are
-    ignored, as verl ignores them (the code judger bounds its own parallelism).
+    the local sandbox's memory limit. ``concurrent_semaphore`` and the arguments verl's managers
+    add to a call (``reward_router_address``, ``reward_model_tokenizer``, ``num_turns``) are
+    accepted and unused (the code judger bounds its own parallelism; these scorers use no reward
+    model). Any other keyword is refused by name: verl's own function ignores it, so a misspelt
+    option, or a manager's (``failure_score``) given here, would silently do nothing.
     """
+    unknown = sorted(set(kwargs) - set(VERL_CALL_KWARGS))
+    if unknown:
+        raise TypeError(
+            f"default_compute_score: unknown option(s) {unknown}; it takes {sorted(KNOWN_OPTIONS)} "
+            f"(and verl's call arguments {list(VERL_CALL_KWARGS)}, unused)"
+        )
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     if on_failure not in ON_FAILURE:
