@@ -70,8 +70,16 @@ def test_a_composed_judger_answers_for_the_branch_a_sample_routes_to() -> None:
     assert composed.lowest_score_for(state("gsm8k")) == 0.0
     assert composed.lowest_score_for(state({"gsm8k": 1.0})) == 0.0
     assert composed.lowest_score_for(state("inner")) == -1.0  # a nested composition routes on
-    # a merge of several branches has no declared floor; a failure then gets 0.0, and is watched
-    assert composed.lowest_score_for(state({"dapo": 0.5, "gsm8k": 0.5})) is None
+    # judger's weighted_sum: the weighted sum of the branches' floors
+    assert composed.lowest_score_for(state({"dapo": 0.5, "gsm8k": 0.5})) == -0.5
+    assert composed.lowest_score_for(state({"dapo": 2, "inner": 1.0})) == -3.0
+    assert composed.lowest_score_for(state({"dapo": -1.0, "gsm8k": 1.0})) is None  # needs DAPO's highest
+    # any other merge has no floor judger knows; a failure then gets 0.0, and is watched
+    other = ComposedJudgerConfig(
+        branches={"dapo": DapoMathJudgerConfig(), "gsm8k": GSM8KJudgerConfig()},
+        merge_fn=lambda state, outputs: state,
+    ).build()
+    assert other.lowest_score_for(state({"dapo": 0.5, "gsm8k": 0.5})) is None
     declared = ComposedJudgerConfig(branches={"gsm8k": GSM8KJudgerConfig()}, lowest_score=-2.0).build()
     assert declared.lowest_score_for(state("gsm8k")) == -2.0
 

@@ -204,15 +204,29 @@ class ComposedJudger(BatchJudger):
 
     def lowest_score_for(self, rollout_state: RolloutState) -> float | None:
         """The declared ``lowest_score``, else that of the one branch the sample routes to (its
-        score is the sample's); a merge of several has no known floor."""
+        score is the sample's), or for :func:`weighted_sum` the weighted sum of the branches'; the
+        floor of any other merge is not known."""
         return self._floor(rollout_state, self.route(rollout_state.data_source))
 
     def _floor(self, state: RolloutState, names: list[str]) -> float | None:
         if self.lowest_score is not None:
             return self.lowest_score
-        if len(names) != 1:
+        floors = [self._branch_floor(state, name) for name in names]
+        if len(names) == 1:
+            return floors[0]
+        if self.merge_fn is not weighted_sum or None in floors:
             return None
-        branch = self.branch(names[0])
+        weights = state.data_source if isinstance(state.data_source, dict) else {}
+        total = 0.0
+        for name, floor in zip(names, floors):
+            weight = weights.get(name, 1.0)
+            if not isinstance(weight, (int, float)) or weight < 0:  # a negative weight needs the highest
+                return None
+            total += float(weight) * float(floor)  # type: ignore[arg-type]
+        return total
+
+    def _branch_floor(self, state: RolloutState, name: str) -> float | None:
+        branch = self.branch(name)
         if isinstance(branch, ComposedJudger):  # a nested composition routes as a branch does
             return branch._floor(state, branch._route_nested(state.data_source))
         return branch.lowest_score_for(state)
