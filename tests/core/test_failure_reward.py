@@ -105,6 +105,18 @@ def test_unknown_floor_gives_zero_and_a_lower_judged_score_is_flagged_once(
     assert "reward_kwargs.failure_score" in flagged[0] and "-1.0" in flagged[0]
 
 
+def test_the_watch_keeps_each_routes_lowest_apart(caplog: pytest.LogCaptureFixture) -> None:
+    # DAPO's -1 is at its floor; a later -0.5 on an undeclared branch is below that branch's 0.0
+    mine = JudgerConfig(judger_name="mine", reward_handler=minus_one_unless_equal)
+    composed = ComposedJudgerConfig(branches={"dapo": DapoMathJudgerConfig(), "mine": mine}).build()
+    failure = FailureReward("lowest", composed, "failure_reward")
+    with caplog.at_level(logging.WARNING):
+        failure.watch(state("dapo"), -1.0)
+        assert not caplog.records
+        failure.watch(state("mine"), -0.5)
+    assert any("data_source='mine'" in r.getMessage() for r in caplog.records)
+
+
 def test_verl_manager_over_a_custom_function_flags_the_gap_and_honours_the_fix(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -50,7 +50,8 @@ class FailureReward:
         self.judger = judger
         self.option = option
         self.log = log
-        self._lowest_seen = math.inf
+        # per data_source: a composed judger's routes have floors of their own
+        self._lowest_seen: dict[str, float] = {}
         self._warned = False
         self._lock = threading.Lock()
 
@@ -64,11 +65,13 @@ class FailureReward:
         return 0.0 if floor is None else float(floor)
 
     def watch(self, state: RolloutState, score: float) -> None:
-        # only a new lowest score can be below a failure's number: the check costs nothing per sample
-        if score >= self._lowest_seen or self._warned:
+        # only a new lowest score of its data_source can be below a failure's number: the check
+        # costs a dict lookup per sample
+        source = state.data_source if isinstance(state.data_source, str) else ""
+        if self._warned or score >= self._lowest_seen.get(source, math.inf):
             return
         with self._lock:
-            self._lowest_seen = min(self._lowest_seen, score)
+            self._lowest_seen[source] = min(self._lowest_seen.get(source, math.inf), score)
         failure = self.of(state)
         if score < failure and not self._warned:
             self._warned = True

@@ -100,7 +100,7 @@ class LLMJudger(BatchJudger):
         self.verdict_names = dict(verdict_names if verdict_names is not None else DEFAULT_VERDICT_NAMES)
         self.correct_verdicts = frozenset(correct_verdicts)
         self.skip_score = float(skip_score)
-        self.lowest_score = min(self.skip_score, *self.verdict_scores.values())
+        self.lowest_score = min([self.skip_score, *self.verdict_scores.values()])
         self.sampling_params = {"temperature": 0.0, **(sampling_params or {})}
         self.finish_words = tuple(finish_words)
         self.max_response_lines = max_response_lines
