@@ -194,3 +194,19 @@ def test_through_verls_api_an_answer_that_stalls_the_check_scores_minus_one() ->
     stalled = default_compute_score("math_dapo", "Answer: 9^{9^{9^{9^9}}}", "42", timeout=1.0)
     assert stalled["score"] == -1.0 and stalled["acc"] is False
     assert default_compute_score("math_dapo", "Answer: 42", "42", timeout=1.0)["score"] == 1.0
+
+
+async def test_a_timeout_fallback_that_raises_fails_only_its_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judger import Status
+    from judger.presets.dapo import DapoMathJudger
+
+    def broken(self: DapoMathJudger, payload: dict) -> dict:
+        raise ValueError("fallback broke")
+
+    monkeypatch.setattr(DapoMathJudger, "timeout_result", broken)
+    j = judger.DapoMathJudgerConfig(timeout=1.0).build()
+    stalled, fine = await j.batch_judge(
+        [rollout("Answer: 9^{9^{9^9}}", None, gt="1"), rollout("Answer: 1/2", None, gt="\\frac{1}{2}")]
+    )
+    assert stalled.status == Status.FAILED and "fallback broke" in (stalled.error_msg or "")
+    assert fine.reward is not None and fine.reward["score"] == 1.0

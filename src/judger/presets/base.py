@@ -150,6 +150,15 @@ class ScorerJudger(BatchJudger):
         gives that verdict instead: an answer that stalls the grader is still graded, not failed."""
         return None
 
+    def _after_timeout(self, payload: JudgerPayload) -> Any:
+        """:meth:`timeout_result`, or the timeout failure; a fallback that raises fails this sample
+        alone, with its own reason."""
+        try:
+            result = self.timeout_result(payload)
+        except Exception as exc:
+            return exc
+        return result if result is not None else JudgeTimeoutError(self.judger_name, self.timeout)
+
     async def _score_on_pool(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw results in order: the quick ones here, the rest on the pool under its deadline."""
         out: list[Any] = [self.quick_result(p) for p in payloads]
@@ -165,7 +174,7 @@ class ScorerJudger(BatchJudger):
         results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
         for i, key, r in zip(pending, keys, results):
             if isinstance(r, TimeoutError):
-                r = self.timeout_result(payloads[i]) or JudgeTimeoutError(self.judger_name, self.timeout)
+                r = self._after_timeout(payloads[i])
             elif key is not None and type(r) is dict:
                 self._remember(key, r)
             out[i] = r

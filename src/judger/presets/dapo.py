@@ -64,14 +64,26 @@ class DapoMathJudger(ScorerJudger):
         return payload
 
     def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:
-        """verl's verdict (string equality after normalisation, -1 unless equal) when Math-Verify's
-        equivalence check, which only ever turns a -1 into a +1, overran its deadline: the answer is
-        still graded (a failure would pay a trainer's failure number, by default -1, even for an
-        answer equal to the label), and the sample is not counted as a grader failure."""
+        """verl's verdict when Math-Verify's equivalence check overran its deadline: the check runs
+        only after the normalised strings differed, and could only turn that -1 into a +1, so the
+        answer is graded wrong (with its overlong penalty, if any) rather than failed: a trainer
+        that drops failed samples (XTuner) would otherwise never see it penalised."""
         if self.scorer is not compute_score or self.options.get("compat") == "verl":
             return None
         args, kwargs = self._call_args(payload)
-        return verl_verdict_after_overrun(self.judger_name, self.timeout, *args, **kwargs)
+        result = compute_score(*args, **{**kwargs, "compat": "verl"})
+        n = _overruns.tick()
+        if n is not None:
+            _log.warning(
+                "judger %r: Math-Verify's equivalence check of %r overran its %g s; verl's verdict kept "
+                "(score %g; %d such overruns so far)",
+                self.judger_name,
+                str(result.get("pred"))[:80],
+                self.timeout,
+                result["score"],
+                n,
+            )
+        return result
 
     def _label(self, label: Any) -> str:
         """DAPO compares strings: a number label is its text (default mode); anything else fails
@@ -88,24 +100,6 @@ class DapoMathJudger(ScorerJudger):
             f"{'' if self.options.get('compat') is None else '(compat=verl) '}"
             f"(or a number), got {type(label).__name__}"
         )
-
-
-def verl_verdict_after_overrun(who: str, timeout: float, *args: Any, **options: Any) -> dict[str, Any]:
-    """verl's DAPO verdict of ``compute_score(*args, **options)``, for a sample whose Math-Verify
-    check overran ``timeout``; logged sparsely (a policy could write such answers in every sample)."""
-    result = compute_score(*args, **{**options, "compat": "verl"})
-    n = _overruns.tick()
-    if n is not None:
-        _log.warning(
-            "judger %r: Math-Verify's equivalence check of %r overran its %g s; verl's verdict kept "
-            "(score %g; %d such overruns so far)",
-            who,
-            str(result.get("pred"))[:80],
-            timeout,
-            result["score"],
-            n,
-        )
-    return result
 
 
 class DapoMathJudgerConfig(ScorerJudgerConfig):
@@ -128,8 +122,8 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     normalisation; runs inline). The default mode keeps the same extraction and format requirement
     but, when the normalised strings differ, compares them with Math-Verify's equivalence, fixing
     false negatives such as ``Answer: 5.0`` vs ``5`` or ``Answer: 1/2`` vs ``\\frac{1}{2}``; it runs
-    on the process pool with a deadline per sample, and when the check overruns it verl's verdict
-    stands (-1 unless the strings are equal) rather than a failure. Its lowest score, what a
+    on the process pool with a deadline per sample, and when the check overruns verl's verdict
+    (-1: the check runs only once the strings differed) stands rather than a failure. Its lowest score, what a
     trainer gives a sample it fails on, is -1 (less the whole overlong penalty when that is on).
     """
 

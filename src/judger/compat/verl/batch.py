@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from judger.compat.verl.default_options import DefaultOptions
 from judger.compat.verl.result import RESULT_KEYS, VerlScore
 from judger.core import loops
-from judger.core.failure_reward import LOWEST, FailureReward, FailureRewardSetting
+from judger.core.failure_reward import FailureReward, FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.core.sparse_log import SparseLog
@@ -158,9 +158,8 @@ def score_batch(
 
     options = DefaultOptions.parse(kwargs, "default_compute_score_batch")
     judger = _router(replace(options, on_failure="lowest", as_float=False))
-    if failure_score is None:
-        failure_score = 0.0 if options.on_failure == "zero" else LOWEST
-    failure_reward = FailureReward(failure_score, judger, "failure_score", logger)
+    setting = options.failure_reward() if failure_score is None else failure_score
+    failure_reward = FailureReward(setting, judger, "failure_score", logger)
     states = run_sync(judge_rows(judger, data_sources, solution_strs, ground_truths, extra_infos))
     out: list[Any] = []
     for state in states:

@@ -68,7 +68,6 @@ def _score_on_pool(
     on_failure: str,
 ) -> dict[str, Any]:
     _warm_shared_pool()
-    response, route_options = solution_str, options
     if route.boxed_input and isinstance(solution_str, str):
         # the answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str, boxes = extract(solution_str)
@@ -85,13 +84,6 @@ def _score_on_pool(
     except (TimeoutError, JudgerError) as exc:
         if on_failure == "raise":
             raise
-        if isinstance(exc, TimeoutError) and route.verl_verdict_on_timeout:
-            # imported here: the presets are not needed on the single-row path until a sample overruns
-            from judger.presets.dapo import verl_verdict_after_overrun
-
-            return verl_verdict_after_overrun(
-                route.name, timeout, response, ground_truth, extra_info, **route_options
-            )
         return _failed(route, options.get("compat"), on_failure, f"{type(exc).__name__}: {exc}")
 
 
@@ -158,10 +150,10 @@ def _default_compute_score(
     the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
     pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
     the route's lowest score with a logged warning (``on_failure="lowest"``: 0 for most routes, as
-    verl's math_verify gives a timeout, and DAPO's -1, since 0 would pay an answer that stalls the
-    check above a wrong one), 0 (``"zero"``) or raises (``"raise"``); so does a sample on which a
-    scorer raises. On DAPO's routes an overrun of Math-Verify's check keeps verl's own verdict (-1
-    unless the strings are equal). A sample whose label is None scores 0.0, as verl's scorers do,
+    verl's math_verify gives a timeout, and DAPO's -1 -- what verl's own check gave before
+    Math-Verify's, which runs only when the strings differ, overran -- since 0 would pay an answer
+    that stalls the check above a wrong one), 0 (``"zero"``) or raises (``"raise"``); so does a
+    sample on which a scorer raises. A sample whose label is None scores 0.0, as verl's scorers do,
     with a warning (or raises with ``on_failure="raise"``).
     A MATH answer that needs no LaTeX parser (the label's text, plain numbers, fractions, units,
     mixed numbers, short and without a power tower) is decided in the calling process with the

@@ -15,6 +15,7 @@ from typing import Any
 
 from judger.compat.verl.router import VerlDefaultJudgerConfig, default_judger_config
 from judger.compat.verl.routes import ROUTES, Compat, route_config
+from judger.core.failure_reward import LOWEST, FailureRewardSetting
 
 DEFAULT_FN_KWARGS: dict[str, str] = {
     "compat": "uses: 'verl' reproduces verl's scores",
@@ -75,6 +76,11 @@ class DefaultOptions:
             on_failure=on_failure,
             as_float=bool(kwargs.get("as_float", False)),
         )
+
+    def failure_reward(self) -> FailureRewardSetting:
+        """The number of a sample that could not be scored, as ``on_failure`` says: 0.0 for "zero",
+        else the judger's lowest score for it ("raise" raises before a number is needed)."""
+        return 0.0 if self.on_failure == "zero" else LOWEST
 
     def judger_config(self) -> VerlDefaultJudgerConfig:
         """The router judger with these options applied to its routes."""

@@ -64,7 +64,7 @@ from judger.compat.verl.manager_judger import (
     plain,
 )
 from judger.compat.verl.reward_managers import RewardBatch, decode_all, reward_array, union_extra_info
-from judger.core.failure_reward import LOWEST, FailureReward
+from judger.core.failure_reward import FailureReward
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 
@@ -214,9 +214,7 @@ class NaiveRewardManager:
             raise ValueError(f"reward_kwargs.compat must be 'verl' or null, got {self.compat!r}")
         if self.compat != self.defaults.compat:
             self.defaults = replace(self.defaults, compat=self.compat)
-        # default_compute_score's on_failure='zero', bound by the user, still means 0
-        zero = self.defaults.on_failure == "zero"
-        self._failure_setting = options.pop("failure_score", 0.0 if zero else LOWEST)
+        self._failure_setting = options.pop("failure_score", self.defaults.failure_reward())
         self.on_failure = self.defaults.on_failure
         explicit_keys = "reward_extra_keys" in options
         keys = plain(options.pop("reward_extra_keys", DEFAULT_EXTRA_KEYS))

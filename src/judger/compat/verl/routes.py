@@ -50,10 +50,6 @@ class Route:
     """The route ignores ``compat`` (judger's scorer in both modes)."""
     boxed_input: bool = False
     """The scorer accepts ``extracted=True`` (only the boxed answer crosses to the worker)."""
-    verl_verdict_on_timeout: bool = False
-    """The default mode is verl's verdict that a check on the pool may only raise (DAPO's -1 made
-    +1 by Math-Verify's equivalence): when the check overruns, verl's verdict (inline) is the score,
-    not a failure's (the route's lowest, -1, even for an answer equal to the label)."""
 
     def compute_score(self) -> Callable[..., dict[str, Any]]:
         return importlib.import_module(self.scorer).compute_score
@@ -87,7 +83,6 @@ ROUTES: tuple[Route, ...] = (
         lambda compat: _presets().DapoMathJudgerConfig(compat=compat),
         heavy_modes=(None,),
         prefixes=("aime",),
-        verl_verdict_on_timeout=True,
     ),
     Route(
         "prime_math",
