@@ -19,6 +19,18 @@ define timed
 start=$$(date +%s); $(3); rc=$$?; took=$$(( $$(date +%s) - start )); echo "$(2): $$took s"; \
 	if [ -n "$(TIMES)" ]; then printf '%s\t%s\t%s\n' "$$took" "$(1)" "$(2)" >> "$(TIMES)"; fi; exit $$rc
 endef
+# judger's own suites run on TEST_WORKERS pytest-xdist workers: most of their time is spent waiting
+# (on worker processes, sandboxes, servers, deadlines), so two workers take about 0.55x the time of
+# one, even on 2 cores. A file's tests stay on one worker (--dist loadfile: a module's fixtures start
+# once, its tests keep their order). Tests marked serial observe the whole machine (every process of
+# the sandbox's uids, the process count) and run alone afterwards. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+# $(call suite,PYTEST,SELECT,ARGS): the tests SELECT (a mark expression; empty: all) picks that are not
+# serial on the workers, then the serial ones alone; a selection holding no serial test is no failure
+define suite
+( $(1) -q -n $(TEST_WORKERS) --dist loadfile -m "$(if $(2),($(2)) and )not serial" $(3) \
+  && { $(1) -q -m "$(if $(2),($(2)) and )serial" $(3); rc=$$?; [ $$rc -ne 5 ] || rc=0; exit $$rc; } )
+endef
 # a stamp's recipe is expanded when it starts, so $(BUILD_START) is that moment in its last line
 BUILD_START = $(shell date +%s)
 define built
@@ -69,7 +81,7 @@ test:
 	if [ -n "$$failed" ]; then echo "make test failed in:$$failed"; exit 1; fi
 
 test-main: $(STAMP)
-	@$(call timed,suite,main suite,$(BIN)/pytest -q)
+	@$(call timed,suite,main suite,$(call suite,$(BIN)/pytest))
 
 # requires-python is >=3.10: the py310 tests (see test-py310) run on 3.10 too, in their own venv
 PY310 ?= $(shell for p in /root/.pyenv/versions/3.10*/bin/python3.10 $$(command -v python3.10); do \
@@ -108,12 +120,12 @@ $(STAMP310): pyproject.toml
 # 3.10 is checked for every file: collection imports every test module, and the guard compiles all.
 # Slow tests already ran in the main environment.
 test-py310: $(STAMP310)
-	@$(call timed,suite,Python 3.10 (py310 tests),$(VENV310)/bin/pytest -q -m "py310 and not slow" -p no:cacheprovider)
+	@$(call timed,suite,Python 3.10 (py310 tests),$(call suite,$(VENV310)/bin/pytest,py310 and not slow,-p no:cacheprovider))
 
 # the tier, then judger's own suite (its clients_env tests) in the trainers' environment
 test-clients: $(CLIENTS_STAMP)
 	@$(call timed,tier,client tier (judger inside verl and TRL),$(CLIENTS_BIN)/pytest -q tests/clients)
-	@$(call timed,suite,verl's environment (clients_env tests),$(CLIENTS_BIN)/pytest -q -m "clients_env and not slow" tests --ignore=tests/clients)
+	@$(call timed,suite,verl's environment (clients_env tests),$(call suite,$(CLIENTS_BIN)/pytest,clients_env and not slow,tests --ignore=tests/clients))
 
 # `judger view` in a real browser: Playwright in its own environment drives the system Chromium
 # (installed here when we are root with apt-get; Playwright's own browser download is not needed)
@@ -158,7 +170,7 @@ test-serving:
 	else echo "serving tier skipped: $$why"; fi
 
 test-fast: $(STAMP)
-	@$(call timed,suite,main suite (not slow),$(BIN)/pytest -q -m "not slow")
+	@$(call timed,suite,main suite (not slow),$(call suite,$(BIN)/pytest,not slow))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

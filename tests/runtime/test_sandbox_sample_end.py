@@ -25,8 +25,11 @@ from judger.runtime.sandbox.runner import SandboxLimits
 from judger.scorers.code import score_async
 from judger.testing.processes import sandbox_processes_after
 
+# serial: what outlives a sample is found by its uid, among every process of the machine, so a
+# sandbox another test runs meanwhile would count as this one's
 pytestmark = [
     pytest.mark.py310,
+    pytest.mark.serial,
     pytest.mark.skipif(bool(bwrap.probe()), reason=f"bubblewrap unavailable: {bwrap.probe()}"),
 ]
 
