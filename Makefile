@@ -23,7 +23,7 @@ endef
 # (on worker processes, sandboxes, servers, deadlines), so two workers take about 0.55x the time of
 # one, even on 2 cores. A file's tests stay on one worker (--dist loadfile: a module's fixtures start
 # once, its tests keep their order). Tests marked serial observe the whole machine (every process of
-# the sandbox's uids, the process count) and run alone afterwards. TEST_WORKERS=0 runs in one process.
+# the sandbox's uids, the process count) or bound a latency at 1 s, and run alone afterwards. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 # $(call suite,PYTEST,SELECT,ARGS): the tests SELECT (a mark expression; empty: all) picks that are not
 # serial on the workers, then the serial ones alone; a selection holding no serial test is no failure
