@@ -22,11 +22,19 @@ def state(response: str) -> RolloutState:
 async def test_each_sample_is_scored_exactly_once_across_lanes() -> None:
     calls: list[str] = []
     lock = threading.Lock()
+    threads: set[int] = set()
+    another_lane_ran = threading.Event()
 
     def reward(response: str, label: Any, extra_info: dict) -> dict:
         with lock:
             calls.append(response)
-        time.sleep(0)  # lets the other lanes run (a trivial call would finish before they start)
+            threads.add(threading.get_ident())
+            if len(threads) > 1:
+                another_lane_ran.set()
+        if response == "0":
+            # the first sample's lane waits for another lane to score: a trivial handler would let
+            # one lane finish the batch before a busy machine starts the others
+            another_lane_ran.wait(10)
         return {"score": float(response), "thread": threading.get_ident()}
 
     judger = NativeJudger(reward_handler=reward, num_threads=4)
