@@ -19,11 +19,12 @@ define timed
 start=$$(date +%s); $(3); rc=$$?; took=$$(( $$(date +%s) - start )); echo "$(2): $$took s"; \
 	if [ -n "$(TIMES)" ]; then printf '%s\t%s\t%s\n' "$$took" "$(1)" "$(2)" >> "$(TIMES)"; fi; exit $$rc
 endef
-# judger's own suites run on TEST_WORKERS pytest-xdist workers: most of their time is spent waiting
-# (on worker processes, sandboxes, servers, deadlines), so two workers take about 0.55x the time of
-# one, even on 2 cores. A file's tests stay on one worker (--dist loadfile: a module's fixtures start
-# once, its tests keep their order). Tests marked serial observe the whole machine (every process of
-# the sandbox's uids, the process count) or bound a latency at 1 s, and run alone afterwards. TEST_WORKERS=0 runs in one process.
+# judger's own suites run on TEST_WORKERS pytest-xdist workers: much of their time is spent waiting
+# (on worker processes, sandboxes, servers, deadlines), so on 2 cores two workers take about 0.6x the
+# main suite's time in one process (0.7x the other two suites'). A file's tests stay on one worker
+# (--dist loadfile: a module's fixtures start once, its tests keep their order). Tests marked serial
+# observe the whole machine (every process of the sandbox's uids, the process count) or bound a
+# latency at 1 s, and run alone afterwards. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 # $(call suite,PYTEST,SELECT,ARGS): the tests SELECT (a mark expression; empty: all) picks that are not
 # serial on the workers, then the serial ones alone; a selection holding no serial test is no failure
