@@ -74,6 +74,8 @@ def test_a_composed_judger_answers_for_the_branch_a_sample_routes_to() -> None:
     assert composed.lowest_score_for(state({"dapo": 0.5, "gsm8k": 0.5})) == -0.5
     assert composed.lowest_score_for(state({"dapo": 2, "inner": 1.0})) == -3.0
     assert composed.lowest_score_for(state({"dapo": -1.0, "gsm8k": 1.0})) is None  # needs DAPO's highest
+    for weight in (True, float("nan"), "heavy"):  # weights the merge refuses: the sample fails, floor unknown
+        assert composed.lowest_score_for(state({"dapo": weight, "gsm8k": 1.0})) is None
     # any other merge has no floor judger knows; a failure then gets 0.0, and is watched
     other = ComposedJudgerConfig(
         branches={"dapo": DapoMathJudgerConfig(), "gsm8k": GSM8KJudgerConfig()},

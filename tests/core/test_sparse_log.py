@@ -3,8 +3,6 @@ then at powers of two, always with the count so far."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from judger.core.sparse_log import SparseLog
@@ -17,18 +15,3 @@ def test_first_few_then_powers_of_two() -> None:
     logged = [n for n in (sparse.tick() for _ in range(100)) if n is not None]
     assert logged == [1, 2, 3, 4, 8, 16, 32, 64]
     assert sparse.count == 100
-
-
-def test_counts_every_tick_across_threads() -> None:
-    sparse = SparseLog()
-
-    def tick_many() -> None:
-        for _ in range(1000):
-            sparse.tick()
-
-    threads = [threading.Thread(target=tick_many) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sparse.count == 4000

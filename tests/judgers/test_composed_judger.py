@@ -223,9 +223,11 @@ def test_empty_branches_is_a_value_error() -> None:
 
 
 def test_weighted_sum_rejects_bad_weights_and_missing_scores() -> None:
-    s = RolloutState(data_source={"a": "heavy"})
-    with pytest.raises(TypeError, match="weight of branch 'a'"):
-        weighted_sum(s, {"a": {"score": 1.0}})
+    for weight in ("heavy", True, float("nan"), float("inf"), 10**400):
+        # a NaN or an infinity would make the sample's score one no trainer can use
+        with pytest.raises(TypeError, match="weight of branch 'a'"):
+            weighted_sum(RolloutState(data_source={"a": weight}), {"a": {"score": 1.0}})
+    assert weighted_sum(RolloutState(data_source={"a": 2}), {"a": {"score": 0.5}}).reward["score"] == 1.0
     with pytest.raises(KeyError, match="no 'score'"):
         weighted_sum(RolloutState(data_source={"a": 1}), {"a": {"acc": True}})
 

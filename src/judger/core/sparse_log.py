@@ -16,7 +16,7 @@ class SparseLog:
     def __init__(self, first: int = 1) -> None:
         self.first = first
         self.count = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # ticks come from judging threads and lanes at once
 
     def tick(self) -> int | None:
         with self._lock:

@@ -22,7 +22,7 @@ from judger.core.judger import (
     OnError,
     maybe_await,
 )
-from judger.core.outputs import check_output
+from judger.core.outputs import check_output, finite_number
 from judger.core.rollout import RolloutState, write_reward
 from judger.judgers.handlers import BATCH_ATTR, import_object
 
@@ -216,13 +216,15 @@ class ComposedJudger(BatchJudger):
             return floors[0]
         if self.merge_fn is not weighted_sum or None in floors:
             return None
-        weights = state.data_source if isinstance(state.data_source, dict) else {}
         total = 0.0
         for name, floor in zip(names, floors):
-            weight = weights.get(name, 1.0)
-            if not isinstance(weight, (int, float)) or weight < 0:  # a negative weight needs the highest
+            try:
+                weight = _branch_weight(state, name)
+            except TypeError:  # the merge fails the sample: no floor to give
                 return None
-            total += float(weight) * float(floor)  # type: ignore[arg-type]
+            if weight < 0:  # the lowest sum would need that branch's highest score
+                return None
+            total += weight * float(floor)  # type: ignore[arg-type]
         return total
 
     def _branch_floor(self, state: RolloutState, name: str) -> float | None:
@@ -493,6 +495,19 @@ async def _branch_reward(branch: Judger, state: RolloutState, output: JudgerOutp
         _DEFERRED.reset(token)
 
 
+def _branch_weight(state: RolloutState, name: str) -> float:
+    """:func:`weighted_sum`'s weight of branch ``name`` for ``state``: ``data_source[name]`` when
+    data_source is a dict, else 1.0; a weight that is no finite number raises TypeError naming it."""
+    weights = state.data_source if isinstance(state.data_source, dict) else {}
+    weight = weights.get(name, 1.0)
+    number = None if isinstance(weight, bool) else finite_number(weight)
+    if number is None:
+        raise TypeError(
+            f"weighted_sum: weight of branch {name!r} in data_source must be a finite number, got {weight!r}"
+        )
+    return number
+
+
 def weighted_sum(original: Any, judged: dict[str, Any]) -> Any:
     """Merge branch rewards as ``score = sum(weight[b] * score[b])``, weights from ``data_source``.
 
@@ -505,18 +520,12 @@ def weighted_sum(original: Any, judged: dict[str, Any]) -> Any:
             weighted_sum(state, {name: outputs[i] for name, outputs in judged.items()})
             for i, state in enumerate(original)
         ]
-    weights = original.data_source if isinstance(original.data_source, dict) else {}
     reward: dict[str, Any] = {}
     total = 0.0
     for name, output in judged.items():
         if "score" not in output:
             raise KeyError(f"weighted_sum: branch {name!r} returned no 'score' (keys: {sorted(output)})")
-        weight = weights.get(name, 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-            raise TypeError(
-                f"weighted_sum: weight of branch {name!r} in data_source must be a number, got {weight!r}"
-            )
-        total += float(weight) * float(output["score"])
+        total += _branch_weight(original, name) * float(output["score"])
         reward[name] = output["score"]
     original.reward = {"score": total, **reward}
     return original
