@@ -1,10 +1,11 @@
 """The default MATH grading, category by category, in both directions (equal accepted, unequal rejected).
 
 Policies (also in the README's grading section): order counts in a tuple, ordered pair or bracket
-list and not in a bare comma list or a set; a unit the label lacks is dropped, two different units
-reject; a decimal equals an exact value when the value rounds to it at the decimal's last digit and
-the decimal has two significant digits or more; power towers are compared by value at bounded
-precision within the deadline.
+list and not in a bare comma list or a set; a unit on one side only is dropped, units of two
+dimensions reject, units of one dimension are converted; a decimal label is paid for an irrational
+answer that rounds (or truncates) to it, a decimal answer for an exact label only where the prompt
+asks for a decimal; power towers and huge powers are compared by value within the deadline. The
+adversary that tries to farm each of these is tests/scorers/test_adversary.py.
 """
 
 from __future__ import annotations
@@ -38,32 +39,39 @@ CASES = [
     ("5 \\text{ cm}", "5\\text{ m}", False),
     ("5\\text{ km}", "5\\text{ km}", True),
     ("6 \\text{ hours}", "7", False),
-    ("12 \\text{ inches}", "1 \\text{ foot}", False),
+    ("12 \\text{ inches}", "1 \\text{ foot}", True),  # converted: the same length
+    ("12 \\text{ inches}", "12 \\text{ feet}", False),  # another unit, not converted
+    ("7 \\text{ km/h}", "7 \\text{ m/s}", False),
+    ("25.2 \\text{ km/h}", "7 \\text{ m/s}", True),
+    ("5 \\text{ m/s}", "5 \\text{ m/s}^2", False),  # another dimension
+    ("9.8 m/s", "9.8 m/s^2", False),
+    ("9.8\\ \\mathrm{m/s^2}", "9.8 \\text{ m/s}^2", True),
+    ("7\\ \\mathrm{m\\,s^{-1}}", "7 \\text{ m/s}", True),
+    ("5 \\text{ cm}", "5 \\text{ cm}^2", False),
+    ("500 \\text{ cm}", "5 \\text{ m}", True),
+    ("5 \\text{ apples}", "5 \\text{ pears}", False),
     ("90^\\circ", "90", True),
     ("90", "\\frac{\\pi}{2}", False),
-    # decimals
-    ("2.828", "2\\sqrt{2}", True),
-    ("2.83", "2\\sqrt{2}", True),
-    ("2.8", "2\\sqrt{2}", True),
-    ("2.82", "2\\sqrt{2}", False),
-    ("2.9", "2\\sqrt{2}", False),
-    ("0.7854", "\\frac{\\pi}{4}", True),
-    ("0.785", "\\frac{\\pi}{4}", True),
-    ("0.78", "\\frac{\\pi}{4}", False),
-    ("0.7853", "\\frac{\\pi}{4}", False),
-    ("1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", True),
-    ("1.41, 1.8", "\\sqrt{2}, \\sqrt{3}", False),
-    ("3.3 \\times 10^{-2}", "\\frac{1}{30}", True),
-    ("3.4 \\times 10^{-2}", "\\frac{1}{30}", False),
-    ("33.3", "\\frac{100}{3}", True),
-    ("33.4", "\\frac{100}{3}", False),
-    ("0.333", "\\frac13", True),
-    ("0.3", "\\frac13", False),
-    ("0.33", "\\frac{1}{3}", True),
-    ("0.34", "\\frac{1}{3}", False),
+    # decimals: without a prompt asking for one, a decimal is paid only its exact value
+    ("2.828", "2\\sqrt{2}", False),
+    ("2.83", "2\\sqrt{2}", False),
+    ("0.7854", "\\frac{\\pi}{4}", False),
+    ("1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", False),
+    ("3.3 \\times 10^{-2}", "\\frac{1}{30}", False),
+    ("33.3", "\\frac{100}{3}", False),
+    ("0.33", "\\frac{1}{3}", False),
+    ("3.14", "\\pi", False),
     ("3", "\\pi", False),
-    ("3.14", "\\pi", True),
-    ("3.1416", "\\pi", True),
+    ("0.375", "\\frac38", True),  # exactly equal
+    ("0.5", "\\frac12", True),
+    # a decimal label: an irrational answer that rounds or truncates to it is paid
+    ("2\\sqrt{2}", "2.83", True),
+    ("2\\sqrt{2}", "2.82", True),  # the label truncated 2.828...
+    ("2\\sqrt{2}", "2.84", False),
+    ("40\\pi", "125.663", True),
+    ("40\\pi", "125.67", False),
+    ("\\frac{377}{3}", "125.667", False),  # a fraction near a decimal label is an estimate
+    ("125.6637", "125.664", False),  # so is a more precise decimal
     # forms
     ("2 3/4", "2.75", True),
     ("2\\frac{3}{4}", "\\frac{11}{4}", True),
@@ -155,7 +163,8 @@ def test_verl_mode_is_untouched_by_the_default_forms() -> None:
         ("\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\{1,2,3\\}", True),
         ("so $\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}$", "(2, 2), (6, 2)", True),
         ("\\boxed{1} and \\boxed{2}", "\\{1,2,3\\}", False),
-        ("\\boxed{1} and \\boxed{4}", "4", True),  # the last box alone still counts, as before
+        ("\\boxed{1} and \\boxed{4}", "4", False),  # two different answers: no single one is paid
+        ("\\boxed{4} and \\boxed{4}", "4", True),
         ("first \\boxed{3}; later we find that it is \\boxed{2}", "2, 3", False),  # not one run of boxes
     ],
 )
@@ -233,7 +242,8 @@ def test_two_different_plain_numbers_are_decided_without_math_verify(monkeypatch
     monkeypatch.setattr(math_reward, "equivalent", no_parser)
     assert grade_answer("11", "4") is False
     assert grade_answer("\\frac{3}{16}", "\\frac{3}{8}") is False
-    assert grade_answer("0.33", "\\frac{1}{3}") is True  # an approximation is still one
+    assert grade_answer("0.33", "\\frac{1}{3}") is False  # an estimate, where no decimal was asked for
+    assert grade_answer("0.33", "\\frac{1}{3}", rounding="decimal") is True
 
 
 @pytest.mark.parametrize(
@@ -250,7 +260,7 @@ def test_two_different_plain_numbers_are_decided_without_math_verify(monkeypatch
             False,
         ),
         ("so \\boxed{7}. Final Answer: The final answer is $7$.", "7", True),
-        ("Final Answer: The final answer is $7$.", "7", False),  # no box at all: the format requirement stays
+        ("Final Answer: The final answer is $7$.", "7", True),  # no box: the stated answer (unboxed)
     ],
 )
 def test_a_final_answer_stated_after_the_last_box_overrides_it(response: str, gold: str, equal: bool) -> None:
@@ -294,3 +304,131 @@ def test_a_tower_too_large_to_evaluate_is_left_to_the_deadline() -> None:
 )
 def test_unit_spellings_and_option_hedges(answer: str, gold: str, equal: bool) -> None:
     assert grade_answer(answer, gold) is equal
+
+
+@pytest.mark.parametrize(
+    ("rounding", "answer", "gold", "equal"),
+    [
+        (2, "2.83", "2\\sqrt{2}", True),
+        (2, "2.828", "2\\sqrt{2}", True),  # more places than asked, and right
+        (2, "2.8", "2\\sqrt{2}", False),  # fewer places than asked
+        (2, "2.82", "2\\sqrt{2}", False),  # truncated where a rounding was asked
+        (1, "1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", True),
+        (1, "1.41, 1.8", "\\sqrt{2}, \\sqrt{3}", False),
+        ("decimal", "0.33", "\\frac13", True),
+        ("decimal", "0.3", "\\frac13", False),  # one significant digit says too little
+        ("decimal", "0.34", "\\frac13", False),
+        ("decimal", "3.3 \\times 10^{-2}", "\\frac{1}{30}", True),
+        ("decimal", "0.7854", "\\frac{\\pi}{4}", True),
+        ("decimal", "0.7853", "\\frac{\\pi}{4}", False),
+        (3, "125.6637", "125.664", True),  # a more precise decimal of a rounded label
+        (3, "\\frac{377}{3}", "125.667", True),
+        (3, "125.6", "125.664", False),
+    ],
+)
+def test_a_decimal_is_paid_for_an_exact_value_where_the_prompt_asks_for_one(
+    rounding: int | str, answer: str, gold: str, equal: bool
+) -> None:
+    assert grade_answer(answer, gold, rounding=rounding) is equal  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "rounding"),
+    [
+        ("Express your answer as a decimal to the nearest hundredth.", 2),
+        ("Round your answer to the nearest tenth.", 1),
+        ("Give the answer to 3 decimal places.", 3),
+        ("to two decimal places", 2),
+        ("What is $\\pi$ to the nearest whole number?", 0),
+        ("How much, to the nearest cent?", 2),
+        ("Express your answer as a decimal.", "decimal"),
+        ("Give your answer to three significant figures.", "decimal"),
+        ("Express your answer as a common fraction.", None),
+        ("Find the area of the circle.", None),
+    ],
+)
+def test_the_rounding_a_prompt_asks_for(prompt: str, rounding: int | str | None) -> None:
+    from judger.scorers.math.rounding import requested_rounding
+
+    assert requested_rounding([{"role": "user", "content": prompt}]) == rounding
+
+
+@pytest.mark.parametrize(
+    ("prompt", "response", "gold", "equal"),
+    [
+        (
+            "What is $\\sqrt{8}$? Express your answer as a decimal to the nearest hundredth.",
+            "\\boxed{2.83}",
+            "2\\sqrt{2}",
+            True,
+        ),
+        ("What is $\\sqrt{8}$?", "\\boxed{2.83}", "2\\sqrt{2}", False),
+        ("Find the ordered pair, in order.", "\\boxed{50625}", "50,\\!625", True),  # the label's separator
+        ("Find them in order.", "\\boxed{50, 625}", "50,\\!625", False),
+        ("Find them in order.", "\\boxed{50625}", "50{,}625", True),
+        (
+            "Simplify $\\frac{8}{22}$.",
+            "\\boxed{\\frac{8}{22}}",
+            "\\frac{4}{11}",
+            False,
+        ),  # the question restated
+        ("Simplify $\\frac{8}{22}$.", "\\boxed{\\frac{4}{11}}", "\\frac{4}{11}", True),
+        ("Compute $\\dbinom{8}{4}$.", "\\boxed{\\binom{8}{4}}", "70", False),
+        ("Which is larger, $2^{10}$ or $10^3$?", "\\boxed{2^{10}}", "2^{10}", True),  # the label's own text
+        ("What is $12+3$?", "\\boxed{2+13}", "15", True),  # not a restatement: 2+13 is not in 12+3
+        ("q", "<think>so \\boxed{5}</think> I am not sure.", "5", False),  # reasoning is no answer
+        ("q", "<think>maybe \\boxed{5}</think> so \\boxed{6}", "5", False),
+        ("q", "<think>maybe \\boxed{6}</think> so \\boxed{5}", "5", True),
+        ("q", "<think>long reasoning \\boxed{5}", "5", False),  # never closed: nothing committed
+        ("q", "the template opened it</think> \\boxed{5}", "5", True),
+        ("q", "\\boxed{72} or \\boxed{73}", "72", False),  # two guesses
+        ("q", "\\boxed{73} or \\boxed{72}", "72", False),
+        ("q", "\\boxed{72 \\text{ or } 73}", "72", False),
+        ("q", "\\boxed{72, 73}", "72", False),
+    ],
+)
+async def test_what_the_judger_reads_from_the_prompt_and_the_response(
+    prompt: str, response: str, gold: str, equal: bool
+) -> None:
+    from judger import MathJudgerConfig, RolloutState
+
+    state = RolloutState(
+        message=[{"role": "user", "content": prompt}], response=response, reward_model={"ground_truth": gold}
+    )
+    out = await MathJudgerConfig().build().judge(state)
+    assert out.reward["acc"] is equal, out.reward
+    # the scorer on its own (verl's per-sample route, no prompt) never pays more than the judger
+    if not equal:
+        assert (
+            math_reward.compute_score(response, gold)["acc"] is False
+            or "Simplify" in prompt
+            or "Compute" in prompt
+        )
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "equal"),
+    [
+        ("The answer is $\\frac{1}{2}$.", "\\frac12", True),
+        ("Final answer: 7/5", "\\frac75", True),
+        ("We count the pairs:\n$\\binom{5}{2} = 10$", "10", True),
+        ("**Final Answer:** 42", "42", True),
+        ("The answer is 72 or 73.", "72", False),  # a stated hedge is a list
+        ("The answer is $5$. Or maybe $6$.", "5", False),  # the statement was not the last word
+        ("I computed $2+3=5$.\nThen I stopped to think about it.", "5", False),  # its last line has no math
+        ("The answer is $\\frac{1}{2}$. \\boxed{3}", "\\frac12", False),  # a box always wins
+    ],
+)
+def test_an_answer_stated_without_a_box(response: str, gold: str, equal: bool) -> None:
+    assert math_reward.compute_score(response, gold)["acc"] is equal
+    assert math_reward.compute_score(response, gold, unboxed=False)["acc"] is False
+
+
+def test_huge_powers_are_decided_by_value_within_the_deadline() -> None:
+    started = time.monotonic()
+    assert grade_answer("(x-a)^{6000}", "(x-a)^{5999}") is False
+    assert grade_answer("(x-a)^{6000}", "(a-x)^{6000}") is True
+    assert grade_answer("(a-x)^{6001}", "-(x-a)^{6001}") is True
+    assert grade_answer("(x+1)^{3000}(x-1)^{3000}", "(x^2-1)^{3000}") is True
+    assert grade_answer("(x+1)^{3000}(x-1)^{3000}", "(x^2+1)^{3000}") is False
+    assert time.monotonic() - started < 5.0

@@ -10,9 +10,13 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.scorers.committed import committed_text
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
-from judger.scorers.math.order import asks_for_order
+from judger.scorers.math.order import asks_for_order, prompt_text
+from judger.scorers.math.restated import restates_question
 from judger.scorers.math.reward import compute_score, ground_truth_text, trivial_result
+from judger.scorers.math.rounding import requested_rounding
+from judger.scorers.math.stated import stated_answer
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 """The data_source names verl scores with ``math_reward``."""
@@ -46,10 +50,9 @@ def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[s
     """
     if not isinstance(label, str) or not (answer is None or isinstance(answer, str)):
         return None
-    result = trivial_result(answer, _gold(label))
-    if result is not None and "boxes" in kwargs and result["pred"] is not None and not result["acc"]:
-        return None
-    return result
+    if "boxes" in kwargs:
+        return None  # two different boxes are graded as their list, on the pool
+    return trivial_result(answer, _gold(label))
 
 
 class MathJudger(ScorerJudger):
@@ -69,19 +72,36 @@ class MathJudger(ScorerJudger):
         payload = super().preprocess(rollout_state)
         response = payload.get("response")
         if self.options.get("compat") is None and isinstance(response, str):
-            answer = payload["response"] = final_answer(response)
+            response = committed_text(response)  # a box inside <think> reasoning is no answer
+            answer = final_answer(response)
+            if answer is None and self.options.get("unboxed", True):
+                answer = stated_answer(response)
+            payload["response"] = answer
             kwargs: dict[str, Any] = {"extracted": True}
             payload["scorer_kwargs"] = kwargs
-            if response.count(BOXED) >= 2 and answer == last_boxed(response):
+            if answer is not None and response.count(BOXED) >= 2 and answer == last_boxed(response):
                 boxes = final_boxes(response)
-                if len(boxes) >= 2:
+                if len(set(boxes)) >= 2:
                     kwargs["boxes"] = tuple(boxes)
-            # the prompt is read only for an answer that needs grading: the order it asks for
-            # never changes a result decided without a parser
+            # the prompt is read only for an answer that needs grading: what it asks for never
+            # changes a result decided without a parser
             decided = self.scorer is compute_score and quick_math_result(answer, payload.get("label"), kwargs)
-            if not decided and asks_for_order(rollout_state.message):
-                kwargs["ordered"] = True
+            if not decided:
+                self._read_prompt(rollout_state.message, answer, payload.get("label"), kwargs)
         return payload
+
+    @staticmethod
+    def _read_prompt(message: Any, answer: str | None, label: Any, kwargs: dict[str, Any]) -> None:
+        """The facts of the prompt the grading needs (see :func:`compute_score`), into ``kwargs``."""
+        if asks_for_order(message):
+            kwargs["ordered"] = True
+        rounding = requested_rounding(message)
+        if rounding is not None:
+            kwargs["rounding"] = rounding
+        if not answer or not isinstance(label, str):
+            return
+        if restates_question(answer, prompt_text(message), _gold(label)):
+            kwargs["restates_question"] = True
 
     def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
         # the common payload (a str label, no extra_info read, no option beyond "extracted") keyed
@@ -125,17 +145,38 @@ class MathJudgerConfig(ScorerJudgerConfig):
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
     judger_name: str = "DigitalLearningGmbH/MATH-lighteval"
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
+    unboxed: bool = Field(
+        True,
+        description="without a \\boxed{}, read a final answer the response states ('The answer is "
+        "$X$', 'Final answer: X', the last math of its last line); False makes the box a format "
+        "requirement (a strict format reward). Default mode only: compat='verl' always needs a box",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _pick_execution(cls, data: Any) -> Any:
         return default_execution(data)
 
+    @model_validator(mode="after")
+    def _check_unboxed(self) -> MathJudgerConfig:
+        if self.compat == "verl" and self.unboxed and "unboxed" in self.model_fields_set:
+            raise ValueError(
+                "MathJudgerConfig: unboxed=True reads answers without a box, which verl's math_reward "
+                "never does: drop unboxed (or set it False) with compat='verl'"
+            )
+        return self
+
     def preset_floor(self) -> float:
         return 0.0
 
     def scorer(self) -> ScorerFn:
         return compute_score
+
+    def scorer_options(self) -> dict[str, Any]:
+        options = super().scorer_options()
+        if not self.unboxed:
+            options["unboxed"] = False  # only when off: the default keeps the options (and keys) as they were
+        return options
 
     def judger_class(self) -> type[ScorerJudger]:
         return MathJudger

@@ -21,6 +21,8 @@ import string
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from judger.scorers.committed import committed_text
+
 _OPEN, _CLOSE = "<answer>", "</answer>"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -87,7 +89,8 @@ def compute_score(
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     if solution_str is None:
         solution_str = ""
-    answer = extract_solution(solution_str)
+    # the default mode reads the answer the model committed to, never one inside its reasoning
+    answer = extract_solution(solution_str if compat == "verl" else committed_text(solution_str))
     if answer is None:
         return {"score": 0.0, "acc": False, "pred": None}
     targets = targets_of(ground_truth, strict_verl=compat == "verl")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from judger.core.errors import VerdictParseError as VerdictParseError  # re-exported
 from judger.judgers.handlers import import_object
+from judger.scorers.committed import committed_text
 from judger.verifiers.prompts import (
     GOLD_BEGIN,
     GOLD_END,
@@ -50,10 +51,7 @@ _ECHOES = re.compile(
 def outside_reasoning(reply: str) -> str:
     """The part of ``reply`` that is not reasoning: after the last ``</think>``, and before a
     ``<think>`` left open (its reasoning never ended, so no verdict follows it)."""
-    close = reply.rfind("</think>")
-    text = reply[close + len("</think>") :] if close >= 0 else reply
-    start = text.find("<think>")
-    return text if start < 0 else text[:start]
+    return committed_text(reply)
 
 
 def _verdicts(text: str) -> list[str]:

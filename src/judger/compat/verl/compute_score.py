@@ -72,9 +72,10 @@ def _score_on_pool(
         # the answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str, boxes = extract(solution_str)
         # verl's per-sample managers call this once per row: an answer that needs no parser is
-        # decided here, without a round trip to the pool (a run of boxes may still be a list)
-        quick = quick_result(solution_str, ground_truth)
-        if quick is not None and (quick["acc"] or not boxes):
+        # decided here, without a round trip to the pool (a run of two different boxes is graded
+        # as their list, there)
+        quick = None if boxes and len(set(boxes)) >= 2 else quick_result(solution_str, ground_truth)
+        if quick is not None:
             return quick
         options = {**options, "extracted": True, "boxes": boxes}
     try:

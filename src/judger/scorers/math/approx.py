@@ -1,9 +1,19 @@
 """Numbers compared by value where exact comparison cannot or should not decide.
 
-- A decimal approximation of an exact value (``2.828`` for ``2\\sqrt{2}``, ``3.3 \\times 10^{-2}`` for
-  ``\\frac{1}{30}``) is right when the exact value rounds to it at the precision the decimal states
-  (its last written digit), and the decimal has at least two significant digits: ``0.3`` for
-  ``\\frac13`` says too little to pay for. An integer is an exact claim and never an approximation.
+- **Decimals against exact values** (the policy; :func:`~judger.scorers.math.forms_verdict.after`
+  applies it). A decimal can be produced at will by estimating instead of solving, so it is paid
+  for an exact value only on evidence that a decimal is what was asked:
+
+  - a decimal label (``125.663``, two significant digits or more) is paid for an irrational exact
+    answer that rounds or truncates to it at the label's last written digit (``40\\pi``: the
+    label is then necessarily a rounding); for a rational one (``\\frac{377}{3}``) or a more
+    precise decimal (``125.6637``) only where the prompt asks for a rounding
+    (:mod:`~judger.scorers.math.rounding`);
+  - a decimal answer for an exact label (``2.83`` for ``2\\sqrt{2}``) is paid only where the
+    prompt asks for a decimal, when the exact value rounds to it at the answer's last written
+    digit, with at least the places the prompt asks for (and two significant digits);
+  - a decimal exactly equal (``0.5`` for ``\\frac12``) is always right; an integer is an exact
+    claim and never an approximation.
 - Power towers (``2^{-2^{1000}}``) are evaluated with mpmath at a bounded precision: its exponents
   are arbitrary-size integers, so such numbers are compared by value within the deadline, where a
   symbolic engine tries to expand them and runs out of time.
@@ -65,6 +75,26 @@ def within_stated_precision(decimal: tuple[Decimal, Decimal], exact: Any) -> boo
     with mpmath.workdps(DIGITS):
         gap = abs(mpmath.mpf(str(exact)) - mpmath.mpf(str(value)))
         return bool(gap <= mpmath.mpf(str(half)) * (1 + mpmath.mpf(10) ** -12))
+
+
+def half_unit(places: int) -> Decimal:
+    """Half a unit in the ``places``-th decimal place."""
+    return Decimal(5).scaleb(-places - 1)
+
+
+def rounds_to(decimal: tuple[Decimal, Decimal], value: Any) -> bool:
+    """Whether ``value`` rounds (half a unit either way) or truncates (a unit towards zero) to the
+    stated decimal: labels are written both ways (``125.663`` for ``40\\pi`` = 125.6637...)."""
+    import mpmath
+
+    stated, half = decimal
+    with mpmath.workdps(DIGITS):
+        gap = mpmath.mpf(str(value)) - mpmath.mpf(str(stated))
+        unit = mpmath.mpf(str(half)) * 2 * (1 + mpmath.mpf(10) ** -12)
+        if abs(gap) <= unit / 2:
+            return True
+        toward_zero = gap >= 0 if stated >= 0 else gap <= 0
+        return bool(toward_zero and abs(gap) < unit)
 
 
 # --- power towers ---------------------------------------------------------------------------------

@@ -153,6 +153,16 @@ def final_boxes(text: str) -> list[str]:
     return list(reversed(run))
 
 
+def run_answer(text: str) -> str | None:
+    """The last box's content, or where a run of boxes ends ``text`` with two different answers
+    (``\\boxed{73} or \\boxed{72}``), their list: two guesses are graded as both, never as the last."""
+    if text.count(BOXED) >= 2:
+        run = final_boxes(text)
+        if len(set(run)) >= 2:
+            return ", ".join(run)
+    return last_boxed(text)
+
+
 _STATED_FINAL = re.compile(r"final answer is\s*\$([^$\n]{1,200})\$", re.IGNORECASE)
 STATED_FINAL_WINDOW = 2000
 """How far from the end a stated final answer is looked for."""

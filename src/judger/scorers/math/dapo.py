@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from judger.scorers.math.boxed import last_boxed_strict_verl, remove_boxed_verl
+from judger.scorers.committed import committed_text
+from judger.scorers.math.boxed import last_boxed_strict_verl, remove_boxed_verl, run_answer
 from judger.scorers.math.reward import grade_answer
 
 Compat = Literal["verl"] | None
@@ -131,10 +132,17 @@ def extract_answer(text: str) -> str:
     return found[-1] if found else INVALID
 
 
-def _strict_box(text: str, ground_truth: Any) -> tuple[bool, str | None]:
-    """The last ``\\boxed{}`` of the last 100 characters, compared verbatim (no normalisation)."""
-    boxed = last_boxed_strict_verl(text[-STRICT_BOX_CHARS:])
-    pred = remove_boxed_verl(boxed) if boxed is not None else None
+def _strict_box(text: str, ground_truth: Any, fixed: bool = False) -> tuple[bool, str | None]:
+    """The last ``\\boxed{}`` of the last 100 characters, compared verbatim (no normalisation).
+
+    ``fixed`` (the default mode): a run of boxes there with two different answers is their list
+    (:func:`~judger.scorers.math.boxed.run_answer`), as verl's last box would pay two guesses."""
+    tail = text[-STRICT_BOX_CHARS:]
+    if fixed and "\\boxed{" in tail:
+        pred = run_answer(tail)
+    else:
+        boxed = last_boxed_strict_verl(tail)
+        pred = remove_boxed_verl(boxed) if boxed is not None else None
     return pred == ground_truth, pred
 
 
@@ -175,11 +183,13 @@ def compute_score(
         raise TypeError(f"dapo scorer: the response must be a string, got {type(solution_str).__name__}")
     if eos_token and solution_str.endswith(eos_token):
         solution_str = solution_str[: -len(eos_token)]
-    text = solution_str[-CLIP_CHARS:]
     fixed = compat is None
+    if fixed:
+        solution_str = committed_text(solution_str)
+    text = solution_str[-CLIP_CHARS:]
     pred: str | None
     if strict_box_verify:
-        acc, pred = _strict_box(text, ground_truth)
+        acc, pred = _strict_box(text, ground_truth, fixed)
         if not acc and fixed and pred is not None:
             acc = _equivalent(normalize_final_answer(pred), normalize_final_answer(ground_truth))
     else:
@@ -187,7 +197,7 @@ def compute_score(
         gold = normalize_final_answer(ground_truth)
         acc = pred == gold
         if pred == INVALID and boxed_fallback:
-            box_acc, box_pred = _strict_box(text, ground_truth)
+            box_acc, box_pred = _strict_box(text, ground_truth, fixed)
             if box_pred is not None:
                 acc, pred = box_acc, box_pred
                 if fixed and not acc:

@@ -15,7 +15,9 @@ from fractions import Fraction
 from typing import Any
 
 from judger.scorers.math.approx import (
+    half_unit,
     has_tower,
+    rounds_to,
     stated_decimal,
     tower_value,
     values_equal,
@@ -30,7 +32,8 @@ from judger.scorers.math.forms import (
     option_equal,
 )
 from judger.scorers.math.numeric import plain_number
-from judger.scorers.math.units import without_units
+from judger.scorers.math.rounding import Rounding
+from judger.scorers.math.units import unit_sides
 
 
 def split_top(text: str) -> list[str]:
@@ -84,6 +87,8 @@ def in_order(answer: str, gold: str, equal: Callable[[str, str], bool]) -> bool 
     g_br, g_in = _unwrap(gold)
     if a_br or g_br:
         return None  # brackets say themselves whether they are ordered
+    if plain_number(gold) is not None:
+        return None  # "50,625" is a number by the label's own form: the prompt never makes it a list
     a_parts, g_parts = split_top(a_in), split_top(g_in)
     if len(g_parts) < 2:
         return None
@@ -100,9 +105,9 @@ def before(answer: str, gold: str) -> bool | tuple[str, str]:
         verdict = _tower_equal(answer, gold)
         if verdict is not None:
             return verdict
-    sides = without_units(answer, gold)
-    if sides is None:
-        return False  # conflicting units
+    sides = unit_sides(answer, gold)
+    if isinstance(sides, bool):
+        return sides  # units of different dimensions
     answer, gold = sides
     a_mixed, g_mixed = mixed_number(answer), mixed_number(gold)
     if a_mixed is not None or g_mixed is not None:
@@ -134,15 +139,16 @@ def _terminates(value: Fraction) -> bool:
     return den == 1
 
 
-def _exact_value(text: str) -> Any:
-    """The real value of an exact answer (not itself a terminating decimal), or None."""
+def _exact(text: str) -> tuple[Any, bool] | None:
+    """The real value of an exact answer that is no terminating decimal, and whether it is
+    rational (``\\frac{1}{3}``: True, ``7\\pi``: False); None for anything else."""
     plain = _fraction(text)
     if plain is not None:
         if _terminates(plain):
-            return None
+            return None  # a terminating value is compared exactly
         import mpmath  # type: ignore[import-untyped]
 
-        return mpmath.mpf(plain.numerator) / plain.denominator
+        return mpmath.mpf(plain.numerator) / plain.denominator, True
     if stated_decimal(text) is not None or not re.search(r"\\|\^|/|[a-z]", text):
         return None
     from judger.scorers.math.grade import parse_boxed, real_value
@@ -150,29 +156,40 @@ def _exact_value(text: str) -> Any:
     for item in parse_boxed(text):
         value = real_value(item)
         if value is not None:
-            return value
+            return value, bool(getattr(item, "is_rational", False))
     return None
 
 
-def _approximates(answer: str, gold: str) -> bool:
-    for dec_side, exact_side in ((answer, gold), (gold, answer)):
-        decimal = stated_decimal(dec_side)
-        if decimal is None:
-            continue
-        exact = _exact_value(exact_side)
-        if exact is not None and within_stated_precision(decimal, exact):
-            return True
-    return False
+def _approximates(answer: str, gold: str, rounding: Rounding) -> bool:
+    """Whether ``answer`` equals ``gold`` by the decimal policy (:mod:`~judger.scorers.math.approx`):
+    a decimal label paid for an irrational answer that rounds or truncates to it, or for any value
+    that does where the prompt asks for a rounding; a decimal answer paid for an exact label only
+    where the prompt asks for a decimal, at the places it asks for."""
+    g_dec = stated_decimal(gold)
+    a_dec = stated_decimal(answer)
+    if g_dec is not None:
+        if a_dec is not None:
+            return rounding is not None and a_dec[1] < g_dec[1] and rounds_to(g_dec, a_dec[0])
+        exact = _exact(answer)
+        if exact is None or (exact[1] and rounding is None):
+            return False  # a fraction near a decimal label is an estimate like any other
+        return rounds_to(g_dec, exact[0])
+    if a_dec is None or rounding is None:
+        return False
+    if isinstance(rounding, int) and a_dec[1] > half_unit(rounding):
+        return False  # fewer places than the prompt asks for
+    exact = _exact(gold)
+    return exact is not None and within_stated_precision(a_dec, exact[0])
 
 
-def _items_equal(a: str, g: str) -> bool:
-    if a == g or _approximates(a, g):
+def _items_equal(a: str, g: str, rounding: Rounding) -> bool:
+    if a == g or _approximates(a, g, rounding):
         return True
     x, y = _fraction(a), _fraction(g)
     return x is not None and x == y
 
 
-def plain_verdict(answer: str, gold: str) -> bool | None:
+def plain_verdict(answer: str, gold: str, rounding: Rounding = None) -> bool | None:
     """The verdict on two plain numbers (no percent) that needs no LaTeX parse; None otherwise.
 
     Equal values, or a decimal that approximates a fraction, are equal; two rationals more than a
@@ -181,7 +198,7 @@ def plain_verdict(answer: str, gold: str) -> bool | None:
     a, g = plain_number(answer), plain_number(gold)
     if a is None or g is None or a[1] or g[1]:
         return None
-    if a[0] == g[0] or _approximates(answer, gold):
+    if a[0] == g[0] or _approximates(answer, gold, rounding):
         return True
     scale: Fraction = max(Fraction(1), abs(a[0]), abs(g[0]))
     if abs(a[0] - g[0]) > scale / 10**5:
@@ -189,20 +206,20 @@ def plain_verdict(answer: str, gold: str) -> bool | None:
     return None
 
 
-def after(answer: str, gold: str) -> bool:
+def after(answer: str, gold: str, rounding: Rounding = None) -> bool:
     """Equal by a decimal approximation (one value or a list) or as complex numbers."""
-    if _approximates(answer, gold):
+    if _approximates(answer, gold, rounding):
         return True
     a_br, a_in = _unwrap(answer)
     g_br, g_in = _unwrap(gold)
     a_parts, g_parts = split_top(a_in), split_top(g_in)
     if len(a_parts) >= 2 and len(a_parts) == len(g_parts) and a_br == g_br:
-        if all(_items_equal(a, g) for a, g in zip(a_parts, g_parts)):
+        if all(_items_equal(a, g, rounding) for a, g in zip(a_parts, g_parts)):
             return True
         if a_br in ("", "{}"):  # an unordered list: each item matched once, in any order
             left = list(g_parts)
             for a in a_parts:
-                hit = next((g for g in left if _items_equal(a, g)), None)
+                hit = next((g for g in left if _items_equal(a, g, rounding)), None)
                 if hit is None:
                     return False
                 left.remove(hit)

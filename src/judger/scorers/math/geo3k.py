@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from judger.scorers.math.boxed import last_boxed
+from judger.scorers.committed import committed_text
+from judger.scorers.math.boxed import run_answer
 from judger.scorers.math.reward import grade_answer
 
 Compat = Literal["verl"] | None
@@ -67,7 +68,8 @@ def compute_score(
     if compat == "verl":
         acc, pred = _grade_mathruler(solution_str, ground_truth, use_boxed)
     elif compat is None:
-        pred = last_boxed(solution_str) if use_boxed else solution_str.strip()
+        committed = committed_text(solution_str)
+        pred = run_answer(committed) if use_boxed else committed.strip()
         acc = grade_answer(pred, ground_truth) if pred else False
     else:
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")

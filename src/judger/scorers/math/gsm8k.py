@@ -14,7 +14,10 @@ Two modes, chosen by ``compat``:
   mode a sentence-final period (``... is 72.``) or a thousands separator no longer breaks the
   match; a ground truth given as ``int`` works (verl compares it to a str: never equal), and a
   missing one (None) raises instead of scoring the sample as wrong. ``pred`` is the canonical
-  number (``"1234"``), so majority voting groups equal answers.
+  number (``"1234"``), so majority voting groups equal answers. Two things verl pays for are
+  refused: a strict answer line holding a second number (``#### 72 or 73``, ``#### 72, 73``: two
+  guesses, scored as a wrong answer whatever the first one is), and an answer inside ``<think>``
+  reasoning (only the committed text counts: :mod:`judger.scorers.committed`).
 
 In both modes a label given as GSM8K ships it (``answer``: the worked solution ending ``#### 72``)
 is read as its final answer, as verl's GSM8K preprocessing reads it.
@@ -31,6 +34,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from judger.core.errors import NoResponseError
+from judger.scorers.committed import committed_text
 from judger.scorers.labels import missing_label
 
 Method = Literal["strict", "flexible"]
@@ -130,12 +134,28 @@ def _normalise(text: str) -> str:
     return number if number is not None else _clean(text)
 
 
+def hedged(text: str, end: int) -> str | None:
+    """The answer line from ``end`` back to its ``####`` when the rest of that line holds another
+    number (``#### 72 or 73``): two guesses are no answer. None for a line with one number."""
+    line_end = text.find("\n", end)
+    rest = text[end:] if line_end < 0 else text[end:line_end]
+    if not any(ch.isdigit() for ch in rest):
+        return None
+    start = text.rfind("####", 0, end) + 4
+    return (text[start:end] + rest).strip()
+
+
 def extract_solution(solution_str: str, method: Method = "strict") -> str | None:
-    """judger's extraction: the answer as a canonical number string, or None if there is none."""
+    """judger's extraction: the answer as a canonical number string, or None if there is none.
+
+    A strict answer line with a second number gives that line as written (:func:`hedged`), which
+    equals no label."""
     start = _window(solution_str)
     if method == "strict":
         found = _last_match(_STRICT, "####", solution_str, start)
-        return _normalise(found.group(1)) if found is not None else None
+        if found is None:
+            return None
+        return hedged(solution_str, found.end()) or _normalise(found.group(1))
     if method != "flexible":
         raise ValueError(f"method must be 'strict' or 'flexible', got {method!r}")
     matches = _FLEXIBLE.findall(solution_str, start)
@@ -189,6 +209,8 @@ def make_scorer(
             correct = answer is not None and answer == final_answer_label(ground_truth)
         else:
             label = _label(ground_truth)
+            if "think>" in solution_str:
+                solution_str = committed_text(solution_str)
             answer = extract_solution(solution_str, method)
             correct = answer is not None and answer == label
         if answer is None:
@@ -279,6 +301,8 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                         if len(canonical) >= _MAX_LABELS:
                             canonical.clear()
                         canonical[label] = gold
+                if "think>" in text:  # one C-level scan: either tag ends with it
+                    text = committed_text(text)
                 at = text.rfind("####", back)
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
@@ -294,7 +318,7 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
-                    answer = _normalise(found[1])
+                    answer = hedged(text, found.end()) or _normalise(found[1])
                 if answer == gold:
                     append({"score": right, "acc": True, "pred": answer})
                 else:

@@ -19,6 +19,16 @@ _GROUPED = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # "0,111" is a
 _FRAC = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}")
 _LIST_COMMA = re.compile(r",\s+\d")
 _SLASH = re.compile(r"(-?\d+)/(\d+)")
+# MATH's own thousands separators: "50,\!625", "50{,}625", "50\,625" (a LaTeX space between groups)
+_SEPARATOR = re.compile(r"(\d)(?:,\\!|\{,\}|\\,|\\ |,\\,)(?=\d{3}(?!\d))")
+
+
+def without_separators(text: str) -> str:
+    """``text`` with LaTeX thousands separators between digit groups removed: ``50,\\!625`` -> ``50625``.
+
+    These spellings are the label's own statement that the digits form one number: a prompt that
+    asks for an order never makes a list of them."""
+    return _SEPARATOR.sub(r"\1", text) if "\\" in text or "{,}" in text else text
 
 
 def _number(text: str) -> Fraction | None:

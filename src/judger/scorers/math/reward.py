@@ -1,19 +1,24 @@
-"""MATH / MATH-500 style ``\\boxed{}`` answers.
+"""MATH / MATH-500 style answers.
 
 - ``compat="verl"``: verl's ``math_reward`` exactly. The answer is the last ``\\boxed{...}`` (brace
   matched; or the text after the last ``\\boxed `` up to ``$``), both sides go through
   :func:`~judger.scorers.math.strip.strip_string` and must then be equal strings. ``\\fbox{}``
   answers score 0, as in verl.
-- default: the same ``\\boxed{}`` requirement, but the last box wins whatever its form
-  (``\\fbox``, ``\\boxed 5``), a sentence-final period inside it is ignored (``\\boxed{72.}``), and
-  equality is Math-Verify's symbolic and numeric equivalence (:mod:`judger.scorers.math.grade`),
-  so ``5.0`` equals ``5``, ``\\frac{\\pi}{2}`` equals ``\\pi/2`` and ``0.75`` equals ``\\frac34``,
-  without Math-Verify's tiny-number false positive. Around Math-Verify, the forms it misreads
-  (:mod:`~judger.scorers.math.forms_verdict`): units, option letters, clock times, mixed numbers,
-  matrices, ``g(t)=`` names, decimal approximations, complex numbers, power towers by value; a
-  run of boxes ending the response is one list (:func:`~judger.scorers.math.boxed.final_boxes`),
-  and a bare list is ordered when the prompt asks for an order. It can take unbounded time on
-  hostile input (``9^{9^{9^9}}``), so it belongs on the process pool.
+- default: the answer is the last box of the committed text (outside ``<think>`` reasoning), whatever
+  its form (``\\fbox``, ``\\boxed 5``), a sentence-final period inside it ignored (``\\boxed{72.}``);
+  without a box, a final answer the response states (``The answer is $\\frac12$``,
+  :mod:`~judger.scorers.math.stated`; ``unboxed=False`` turns this off). Equality is
+  Math-Verify's symbolic and numeric equivalence (:mod:`judger.scorers.math.grade`), so ``5.0``
+  equals ``5``, ``\\frac{\\pi}{2}`` equals ``\\pi/2`` and ``0.75`` equals ``\\frac34``, without
+  Math-Verify's tiny-number false positive. Around Math-Verify, the forms it misreads
+  (:mod:`~judger.scorers.math.forms_verdict`): units (by dimension, converted), option letters,
+  clock times, mixed numbers, matrices, ``g(t)=`` names, decimals (paid for an exact value only on
+  evidence: :mod:`~judger.scorers.math.approx`), complex numbers, power towers and huge powers by
+  value; LaTeX thousands separators in a label (``50,\\!625``) make one number; a run of boxes
+  ending the response is one list (:func:`~judger.scorers.math.boxed.final_boxes`), a bare list is
+  ordered when the prompt asks for an order, and an expression copied from the question is no
+  answer. It can take unbounded time on hostile input (``9^{9^{9^9}}``), so it belongs on the
+  process pool.
 
 Both return ``{"score": 1.0 | 0.0, "acc": bool, "pred": str | None}``.
 """
@@ -24,6 +29,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
+from judger.scorers.committed import committed_text
 from judger.scorers.labels import missing_label
 from judger.scorers.math import forms_verdict
 from judger.scorers.math.approx import has_tower
@@ -39,7 +45,10 @@ from judger.scorers.math.boxed import (
 from judger.scorers.math.forms import gold_answers, strip_noise
 from judger.scorers.math.grade import equivalent
 from judger.scorers.math.huge import long_number_verdict
-from judger.scorers.math.numeric import decimal_comma_equal, numerically_equal
+from judger.scorers.math.numeric import decimal_comma_equal, numerically_equal, without_separators
+from judger.scorers.math.powers import huge_power_verdict
+from judger.scorers.math.rounding import Rounding
+from judger.scorers.math.stated import stated_answer
 from judger.scorers.math.strip import is_equiv_verl
 
 Compat = Literal["verl"] | None
@@ -67,8 +76,8 @@ def ground_truth_text(ground_truth: Any) -> str:
     if "\\boxed" in text or "\\fbox" in text:
         inner = last_boxed(text)
         if inner is not None:
-            return inner
-    return text
+            return without_separators(inner)
+    return without_separators(text)
 
 
 _TEXT_MACRO = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
@@ -89,23 +98,30 @@ def markup_free(text: str) -> str:
     return "".join(text.split()).strip("$")
 
 
-def grade_answer(answer: str, ground_truth: Any, ordered: bool = False) -> bool:
+def grade_answer(answer: str, ground_truth: Any, ordered: bool = False, rounding: Rounding = None) -> bool:
     """Our equivalence of an extracted answer and a label.
 
     Identical text, then identical text once LaTeX presentation is removed (Math-Verify cannot
     parse ``\\text{4:30 p.m.}``), then equal plain numbers (``50\\%``, ``10\\text{ cm}``:
     :mod:`~judger.scorers.math.numeric`, no LaTeX parser involved), then Math-Verify's symbolic and
-    numeric equivalence. ``ordered``: the prompt asks for an order, so a bare comma list is
-    compared position by position (:mod:`~judger.scorers.math.order`).
+    numeric equivalence (huge powers by value: :mod:`~judger.scorers.math.powers`). ``ordered``:
+    the prompt asks for an order, so a bare comma list is compared position by position
+    (:mod:`~judger.scorers.math.order`); ``rounding``: the decimal the prompt asks for, the
+    evidence the decimal policy needs (:mod:`~judger.scorers.math.approx`).
     """
-    sides = parser_free_verdict(answer, ground_truth, ordered)
+    sides = parser_free_verdict(answer, ground_truth, ordered, rounding)
     if isinstance(sides, bool):
         return sides
     answer, gold = sides
-    return equivalent(answer, gold) or forms_verdict.after(answer, gold)
+    verdict = huge_power_verdict(answer, gold)
+    if verdict is not None:
+        return verdict
+    return equivalent(answer, gold) or forms_verdict.after(answer, gold, rounding)
 
 
-def parser_free_verdict(answer: str, ground_truth: Any, ordered: bool = False) -> bool | tuple[str, str]:
+def parser_free_verdict(
+    answer: str, ground_truth: Any, ordered: bool = False, rounding: Rounding = None
+) -> bool | tuple[str, str]:
     """:func:`grade_answer` up to the LaTeX parser: its verdict where the forms and plain numbers
     decide, else the two sides (rewritten by the forms) that Math-Verify compares.
 
@@ -116,7 +132,7 @@ def parser_free_verdict(answer: str, ground_truth: Any, ordered: bool = False) -
     gold = ground_truth_text(ground_truth)
     if answer == gold:
         return True
-    answer = strip_noise(clean_answer(answer))
+    answer = without_separators(strip_noise(clean_answer(answer)))
     if not answer:
         return False
     if answer == gold:
@@ -128,7 +144,7 @@ def parser_free_verdict(answer: str, ground_truth: Any, ordered: bool = False) -
     if verdict is not None:
         return verdict
     if ordered:
-        verdict = forms_verdict.in_order(answer, gold, grade_answer)
+        verdict = forms_verdict.in_order(answer, gold, lambda a, g: grade_answer(a, g, rounding=rounding))
         if verdict is not None:
             return verdict
     sides = forms_verdict.before(answer, gold)
@@ -137,7 +153,7 @@ def parser_free_verdict(answer: str, ground_truth: Any, ordered: bool = False) -
     answer, gold = sides
     if numerically_equal(answer, gold) or decimal_comma_equal(answer, gold):  # no LaTeX parser needed
         return True
-    verdict = forms_verdict.plain_verdict(answer, gold)
+    verdict = forms_verdict.plain_verdict(answer, gold, rounding)
     if verdict is not None:
         return verdict
     return answer, gold
@@ -152,14 +168,22 @@ def compute_score(
     extracted: bool = False,
     boxes: tuple[str, ...] | None = None,
     ordered: bool = False,
+    rounding: Rounding = None,
+    restates_question: bool = False,
+    unboxed: bool = True,
 ) -> dict[str, Any]:
     """Score one response against a MATH label (see the module docstring for the two modes).
 
-    ``extracted=True`` says ``solution_str`` is already the boxed answer (or None): the judger
-    extracts in the calling process so that identical answers are graded once per batch.
-    ``boxes``: the run of boxes that ends the response (``\\boxed{1} and \\boxed{2}``), when there
-    are several; their list is graded when the last box alone is not the label. ``ordered``: the
-    prompt asks for the answers in an order (the judger reads it from the prompt).
+    ``extracted=True`` says ``solution_str`` is already the answer (or None): the judger extracts
+    in the calling process so that identical answers are graded once per batch. ``boxes``: the
+    run of boxes that ends the response (``\\boxed{1} and \\boxed{2}``), when there are several:
+    holding two different answers, it is graded as their list, never as its last box (two guesses
+    are not one answer). The judger reads three facts from the prompt: ``ordered``, it asks for
+    the answers in an order; ``rounding``, it asks for a decimal (:mod:`~judger.scorers.math.rounding`);
+    ``restates_question``, the answer is an expression copied from it (graded wrong:
+    :mod:`~judger.scorers.math.restated`). ``unboxed``: without a box, read a final answer the
+    response states (:mod:`~judger.scorers.math.stated`); False keeps the box a format
+    requirement.
     """
     if compat == "verl":
         return compute_score_verl(solution_str, ground_truth)
@@ -170,27 +194,30 @@ def compute_score(
     if extracted:
         answer = solution_str
     else:
-        answer, boxes = extract(solution_str)
+        answer, boxes = extract(solution_str, unboxed)
     if not answer:
         return _result(False, answer or None)
-    if grade_answer(answer, ground_truth, ordered):
-        return _result(True, answer)
-    if boxes and len(boxes) >= 2:
+    if restates_question:
+        return _result(False, answer)
+    if boxes and len(set(boxes)) >= 2:
         joined = ", ".join(boxes)
-        if grade_answer(joined, ground_truth, ordered):
-            return _result(True, joined)
-    return _result(False, answer)
+        return _result(grade_answer(joined, ground_truth, ordered, rounding), joined)
+    return _result(grade_answer(answer, ground_truth, ordered, rounding), answer)
 
 
-def extract(solution_str: Any) -> tuple[str | None, tuple[str, ...] | None]:
+def extract(solution_str: Any, unboxed: bool = True) -> tuple[str | None, tuple[str, ...] | None]:
     """The default mode's answer of a response and, where several boxes end it and the answer is
-    the last of them, that run of boxes (see :func:`compute_score`)."""
+    the last of them, that run of boxes (see :func:`compute_score`). Only the committed text counts
+    (:mod:`judger.scorers.committed`): a box inside ``<think>`` reasoning is no answer."""
     if not isinstance(solution_str, str):
         return None, None
-    answer = final_answer(solution_str)
+    text = committed_text(solution_str)
+    answer = final_answer(text)
+    if answer is None:
+        return (stated_answer(text) if unboxed else None), None
     boxes = None
-    if solution_str.count(BOXED) >= 2 and answer == last_boxed(solution_str):
-        boxes = tuple(final_boxes(solution_str))
+    if text.count(BOXED) >= 2 and answer == last_boxed(text):
+        boxes = tuple(final_boxes(text))
     return answer, boxes
 
 

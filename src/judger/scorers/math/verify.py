@@ -11,8 +11,10 @@ verifies against the parsed gold (gold first), else 0.0.
   0.0, exactly verl's old silent-zero failure. verl gives ``timeout_score`` when its outer limit
   passes; the judger does the same at its deadline, and also kills the stuck worker.
 - default: the same parse and verify with Math-Verify's timeouts switched off (the process pool's
-  deadline kills a stuck worker instead, and reports a timeout rather than a wrong answer), and
-  without its tiny-number false positive (``1/2004!`` vs ``1/2006!``).
+  deadline kills a stuck worker instead, and reports a timeout rather than a wrong answer),
+  without its tiny-number false positive (``1/2004!`` vs ``1/2006!``), of the committed text only
+  (a box inside ``<think>`` reasoning is no answer), and with units of two dimensions refused
+  (Math-Verify drops units, so ``7 km/h`` would equal ``7 m/s``).
 
 Both return ``{"score", "acc", "pred"}``; ``pred`` is the extracted answer text, or None.
 """
@@ -21,8 +23,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from judger.scorers.committed import committed_text
 from judger.scorers.labels import missing_label
+from judger.scorers.math.boxed import last_boxed
 from judger.scorers.math.grade import parse_boxed, parse_response, verify_parsed
+from judger.scorers.math.units import units_conflict
 
 Compat = Literal["verl"] | None
 
@@ -73,6 +78,11 @@ def compute_score(
     gold = parse_boxed(str(ground_truth))
     if not gold:
         raise ValueError(f"math_verify scorer: Math-Verify cannot parse the label {ground_truth!r:.200}")
-    pred = parse_response(solution_str) if isinstance(solution_str, str) else []
+    committed = committed_text(solution_str) if isinstance(solution_str, str) else ""
+    pred = parse_response(committed) if committed else []
     acc = verify_parsed(gold, pred)
+    # Math-Verify drops units from both sides ("7 km/h" would equal "7 m/s"): the box as written
+    boxed = last_boxed(committed) if acc else None
+    if boxed is not None and units_conflict(boxed, str(ground_truth)):
+        acc = False
     return {"score": 1.0 if acc else 0.0, "acc": acc, "pred": _pred_text(pred)}
