@@ -341,3 +341,21 @@ def test_sandbox_fusion_url_runs_code_on_that_server() -> None:
     # without it, the local sandbox scores the same and the server sees nothing more
     assert verl_compat.default_compute_score("codecontests", code, add)["score"] == 1.0
     assert len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_the_question_verl_keeps_in_extra_info_is_the_prompt_the_math_grading_reads(batch: bool) -> None:
+    from judger.compat.verl import default_compute_score, default_compute_score_batch
+
+    source = "DigitalLearningGmbH/MATH-lighteval"
+    cases = [  # (response, label, question, score with the question, without it)
+        ("\\boxed{2.83}", "2\\sqrt{2}", "What is $\\sqrt{8}$ to the nearest hundredth?", 1.0, 0.0),
+        ("\\boxed{\\frac{8}{22}}", "\\frac{4}{11}", "Simplify $\\frac{8}{22}$.", 0.0, 1.0),
+    ]
+    for response, label, question, asked, bare in cases:
+        for extra, expected in (({"question": question}, asked), ({}, bare)):
+            if batch:
+                (out,) = default_compute_score_batch([source], [response], [label], [extra])
+            else:
+                out = default_compute_score(source, response, label, extra)
+            assert out["score"] == expected, (response, extra)

@@ -12,10 +12,8 @@ from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.committed import committed_text
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
-from judger.scorers.math.order import asks_for_order, prompt_text
-from judger.scorers.math.restated import restates_question
+from judger.scorers.math.prompt_facts import prompt_facts
 from judger.scorers.math.reward import compute_score, ground_truth_text, trivial_result
-from judger.scorers.math.rounding import requested_rounding
 from judger.scorers.math.stated import stated_answer
 
 VERL_DATA_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
@@ -87,21 +85,8 @@ class MathJudger(ScorerJudger):
             # changes a result decided without a parser
             decided = self.scorer is compute_score and quick_math_result(answer, payload.get("label"), kwargs)
             if not decided:
-                self._read_prompt(rollout_state.message, answer, payload.get("label"), kwargs)
+                kwargs.update(prompt_facts(rollout_state.message, answer, payload.get("label")))
         return payload
-
-    @staticmethod
-    def _read_prompt(message: Any, answer: str | None, label: Any, kwargs: dict[str, Any]) -> None:
-        """The facts of the prompt the grading needs (see :func:`compute_score`), into ``kwargs``."""
-        if asks_for_order(message):
-            kwargs["ordered"] = True
-        rounding = requested_rounding(message)
-        if rounding is not None:
-            kwargs["rounding"] = rounding
-        if not answer or not isinstance(label, str):
-            return
-        if restates_question(answer, prompt_text(message), _gold(label)):
-            kwargs["restates_question"] = True
 
     def _dedup_key(self, payload: JudgerPayload) -> tuple[Any, ...]:
         # the common payload (a str label, no extra_info read, no option beyond "extracted") keyed

@@ -45,8 +45,13 @@ def overlong_penalty(length: int, max_resp_len: int, buffer_len: int, factor: fl
 
 def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:
     extra = {"extra_info": dict(extra_info)} if isinstance(extra_info, Mapping) and extra_info else {}
+    question = extra_info.get("question") if isinstance(extra_info, Mapping) else None
+    # verl hands the reward function no prompt; its preprocessing keeps the question in extra_info
+    # for some datasets, and the MATH grading reads what it asks for (an order, a rounding)
+    message = [{"role": "user", "content": question}] if isinstance(question, str) else []
     return RolloutState(
         data_source=data_source,
+        message=message,
         response=response,
         reward_model={"ground_truth": ground_truth},
         status=Status.COMPLETED,

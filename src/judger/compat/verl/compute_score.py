@@ -22,6 +22,7 @@ from judger.compat.verl.routes import Compat, Route, find_route, route_config
 from judger.core.errors import JudgerError
 from judger.core.sparse_log import SparseLog
 from judger.runtime.procpool.shared import shared_pool
+from judger.scorers.math.prompt_facts import prompt_facts
 from judger.scorers.math.reward import extract, quick_result
 
 logger = logging.getLogger(__name__)
@@ -71,13 +72,17 @@ def _score_on_pool(
     if route.boxed_input and isinstance(solution_str, str):
         # the answer is found here (a linear scan) so only a few characters cross to the worker
         solution_str, boxes = extract(solution_str)
+        question = extra_info.get("question") if isinstance(extra_info, dict) else None
+        # verl's preprocessing keeps the question in some datasets: what it asks for is graded
+        facts = prompt_facts(question, solution_str, ground_truth) if isinstance(question, str) else {}
         # verl's per-sample managers call this once per row: an answer that needs no parser is
         # decided here, without a round trip to the pool (a run of two different boxes is graded
-        # as their list, there)
-        quick = None if boxes and len(set(boxes)) >= 2 else quick_result(solution_str, ground_truth)
-        if quick is not None:
-            return quick
-        options = {**options, "extracted": True, "boxes": boxes}
+        # as their list, and the prompt's facts are weighed, there)
+        if not facts and not (boxes and len(set(boxes)) >= 2):
+            quick = quick_result(solution_str, ground_truth)
+            if quick is not None:
+                return quick
+        options = {**options, **facts, "extracted": True, "boxes": boxes}
     try:
         return shared_pool().run_sync(
             route.compute_score(), solution_str, ground_truth, extra_info, timeout=timeout, **options
