@@ -7,6 +7,12 @@ Cases: ``bench/grading/*.jsonl``, one ``{source, licence, ref, gold, pred, expec
 ``bench/grading/README.md``). Every grader sees the same final answer, as a model would write it:
 ``The answer is $\\boxed{pred}$.`` against the label ``gold``.
 
+Farmability: the MATH-format cases of ``judger.testing.adversary`` (near misses a policy can write
+without solving, and their honest siblings), per rule, through the same graders: how many near
+misses each pays, and how many honest answers. judger gets each case's prompt as the user turn;
+the peers take only (response, gold), so a rule that depends on the prompt (an order or a decimal
+asked for, the question restated) is what it is for them.
+
 Graders:
 
 - judger default and ``compat="verl"``: ``MathJudgerConfig`` through ``batch_judge`` (the process
@@ -184,6 +190,57 @@ def disagreements(cases: list[dict[str, Any]], verdicts: dict[str, list[bool | N
     return "\n".join(lines)
 
 
+def adversary_rows() -> list[dict[str, Any]]:
+    """The adversary's MATH-format cases as bench rows: ``expected`` is whether a fair grader pays."""
+    from judger.testing.adversary import all_cases
+
+    return [
+        {
+            "source": "adversary",
+            "rule": c.rule,
+            "prompt": c.prompt,
+            "gold": c.gold,
+            "response": c.response,
+            "expected": c.paid_if_honest,
+            "note": c.note,
+        }
+        for c in all_cases(formats=["math"])
+    ]
+
+
+def farm_table(rows: list[dict[str, Any]], verdicts: dict[str, list[bool | None]]) -> str:
+    """Per rule: near misses paid (of how many), then honest answers paid, by each grader."""
+    rules = list(dict.fromkeys(r["rule"] for r in rows))
+    names = list(verdicts)
+    lines = []
+    for honest, title in ((False, "near misses paid (fewer is better)"), (True, "honest answers paid")):
+        lines += [
+            f"| rule: {title} | cases | " + " | ".join(names) + " |",
+            "|---|---|" + "---|" * len(names),
+        ]
+        for rule in [*rules, None]:
+            idx = [i for i, r in enumerate(rows) if r["expected"] is honest and rule in (None, r["rule"])]
+            cells = [str(sum(verdicts[n][i] is True for i in idx)) for n in names]
+            label = f"`{rule}`" if rule else "**all rules**"
+            lines.append(f"| {label} | {len(idx)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    failed = {n: sum(v is None for v in verdicts[n]) for n in names if any(v is None for v in verdicts[n])}
+    if failed:
+        lines.append(f"FAILED samples (counted as not paid): {failed}")
+    return "\n".join(lines)
+
+
+def all_verdicts(cases: list[dict[str, Any]], verl_python: str | None) -> dict[str, list[bool | None]]:
+    verdicts: dict[str, list[bool | None]] = {}
+    verdicts["judger default"] = asyncio.run(judger_verdicts(cases, None))
+    verdicts["judger compat=verl"] = asyncio.run(judger_verdicts(cases, "verl"))
+    verdicts["Math-Verify 0.9"] = list(math_verify_verdicts(cases))
+    if verl_python and Path(verl_python).exists():
+        for name, values in verl_verdicts(cases, verl_python).items():
+            verdicts[name] = list(values)
+    return verdicts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -191,17 +248,14 @@ def main() -> None:
     parser.add_argument("--verl-python", default=str(DEFAULT_VERL_PYTHON))
     parser.add_argument("--markdown", type=Path, help="write the table (and judger's misses) here")
     parser.add_argument("--show-misses", action="append", default=[], help="list a grader's misses")
+    parser.add_argument(
+        "--show-farmed", action="append", default=[], help="list the near misses a grader pays"
+    )
     args = parser.parse_args()
 
     cases = load_cases()
     started = time.perf_counter()
-    verdicts: dict[str, list[bool | None]] = {}
-    verdicts["judger default"] = asyncio.run(judger_verdicts(cases, None))
-    verdicts["judger compat=verl"] = asyncio.run(judger_verdicts(cases, "verl"))
-    verdicts["Math-Verify 0.9"] = list(math_verify_verdicts(cases))
-    if args.verl_python and Path(args.verl_python).exists():
-        for name, values in verl_verdicts(cases, args.verl_python).items():
-            verdicts[name] = list(values)
+    verdicts = all_verdicts(cases, args.verl_python)
     elapsed = time.perf_counter() - started
     text = table(cases, verdicts)
     print(text)
@@ -209,9 +263,29 @@ def main() -> None:
     for name in args.show_misses:
         print(f"\n### {name}: misses\n")
         print(misses(cases, verdicts, name))
+
+    rows = adversary_rows()
+    started = time.perf_counter()
+    farmed = all_verdicts(rows, args.verl_python)
+    farm = farm_table(rows, farmed)
+    print(f"\n### Farmability: the adversary's MATH cases\n\n{farm}")
+    print(f"{len(rows)} cases, {time.perf_counter() - started:.1f} s")
+    for name in args.show_farmed:
+        print(f"\n### {name}: near misses paid\n")
+        print(
+            misses(
+                [r for r in rows if not r["expected"]],
+                {n: [v for v, r in zip(farmed[n], rows) if not r["expected"]] for n in farmed},
+                name,
+            )
+        )
     if args.markdown:
         parts = [
             text,
+            "",
+            "### Farmability: near misses paid per rule",
+            "",
+            farm,
             "",
             "### Where judger's default mode misses",
             "",
