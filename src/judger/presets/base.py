@@ -102,12 +102,14 @@ class ScorerJudger(BatchJudger):
 
     @property
     def pool(self) -> Any:
-        if self._pool is None:
-            # imported here: an inline scorer (GSM8K, QA) never starts the pool's multiprocessing
-            from judger.runtime.procpool.shared import shared_pool
+        if self._pool is not None:
+            return self._pool
+        # imported here: an inline scorer (GSM8K, QA) never starts the pool's multiprocessing.
+        # Asked for each time, never kept: configure_shared_pool() and close_shared_pool() replace
+        # the shared pool, and a judger holding the closed one would fail every later sample
+        from judger.runtime.procpool.shared import shared_pool
 
-            self._pool = shared_pool()
-        return self._pool
+        return shared_pool()
 
     remembers_grades: ClassVar[bool] = False
     """Whether a grade from the pool is kept (by dedup key) for the same answer in a later batch: for

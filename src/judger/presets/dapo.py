@@ -11,9 +11,9 @@ from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.core.sparse_log import SparseLog
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.presets.math import DEFAULT_MATH_TIMEOUT, default_execution
+from judger.presets.math import DEFAULT_MATH_TIMEOUT, add_prompt_facts, default_execution
 from judger.scorers.labels import missing_label
-from judger.scorers.math.dapo import compute_score
+from judger.scorers.math.dapo import committed_answer, compute_score
 
 _log = logging.getLogger(__name__)
 _overruns = SparseLog(first=3)
@@ -61,6 +61,13 @@ class DapoMathJudger(ScorerJudger):
             else:
                 length = len(rollout_state.response_ids)
             payload["scorer_kwargs"] = {"response_length": length}
+        response = payload.get("response")
+        if self.options.get("compat") is None and self.scorer is compute_score and isinstance(response, str):
+            options = self.options
+            answer = committed_answer(
+                response, bool(options.get("strict_box_verify")), options.get("boxed_fallback", True)
+            )
+            add_prompt_facts(payload, rollout_state.message, answer)
         return payload
 
     def timeout_result(self, payload: JudgerPayload) -> dict[str, Any] | None:

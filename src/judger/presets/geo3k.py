@@ -9,8 +9,10 @@ from pydantic import Field, model_validator
 from judger.core.judger import JudgerPayload
 from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.presets.math import DEFAULT_MATH_TIMEOUT
+from judger.presets.math import DEFAULT_MATH_TIMEOUT, add_prompt_facts
+from judger.scorers.committed import committed_text
 from judger.scorers.labels import missing_label
+from judger.scorers.math.boxed import run_answer
 from judger.scorers.math.geo3k import compute_score
 
 
@@ -22,6 +24,9 @@ class GEO3KJudger(ScorerJudger):
         # compat="verl" keeps verl's behaviour (mathruler grades a None label as wrong)
         if payload.get("label") is None and self.options.get("compat") is None:
             raise missing_label(f"judger {self.judger_name!r}")
+        response = payload.get("response")
+        if self.options.get("compat") is None and self.scorer is compute_score and isinstance(response, str):
+            add_prompt_facts(payload, rollout_state.message, run_answer(committed_text(response)))
         return payload
 
 

@@ -39,6 +39,15 @@ def _gold(label: str) -> str:
     return ground_truth_text(label)
 
 
+def add_prompt_facts(payload: JudgerPayload, message: Any, answer: str | None) -> None:
+    """Add what the prompt asks for, and whether ``answer`` restates it, to the scorer's keyword
+    options (:func:`~judger.scorers.math.prompt_facts.prompt_facts`): the MATH-family presets whose
+    answers are graded with the MATH equivalence."""
+    facts = prompt_facts(message, answer, payload.get("label"))
+    if facts:
+        payload["scorer_kwargs"] = {**(payload.get("scorer_kwargs") or {}), **facts}
+
+
 def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """``compute_score(answer, label, extracted=True, **kwargs)`` where it needs no parser
     (:func:`~judger.scorers.math.reward.trivial_result`), but two answers that differ are not

@@ -8,8 +8,13 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from judger.core.judger import JudgerPayload
+from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.presets.math import DEFAULT_MATH_TIMEOUT
+from judger.scorers.committed import committed_text
+from judger.scorers.math.boxed import last_boxed
+from judger.scorers.math.order import prompt_text
+from judger.scorers.math.restated import restates_question
 from judger.scorers.math.verify import compute_score
 
 
@@ -26,6 +31,18 @@ class MathVerifyJudger(ScorerJudger):
     def __init__(self, *args: Any, timeout_score: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.timeout_score = timeout_score
+
+    def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
+        payload = super().preprocess(rollout_state)
+        response = payload.get("response")
+        if self.options.get("compat") is None and self.scorer is compute_score and isinstance(response, str):
+            # Math-Verify evaluates what it extracts: the question's own expression equals the label
+            boxed = last_boxed(committed_text(response))
+            if boxed is not None and restates_question(
+                boxed, prompt_text(rollout_state.message), str(payload.get("label"))
+            ):
+                payload["scorer_kwargs"] = {"restates_question": True}
+        return payload
 
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         results = await super()._score(payloads)

@@ -38,8 +38,10 @@ _SCIENTIFIC = re.compile(
 )
 
 
-def stated_decimal(text: str) -> tuple[Decimal, Decimal] | None:
-    """``(value, half a unit in the last written place)`` of a decimal with two significant digits or more."""
+def stated_decimal(text: str, min_significant: int = 2) -> tuple[Decimal, Decimal] | None:
+    """``(value, half a unit in the last written place)`` of a decimal with ``min_significant``
+    significant digits or more (two by default: ``0.3`` for ``\\frac13`` says too little; where the
+    prompt names the places, ``0.03`` to the nearest hundredth says what was asked)."""
     text = text.strip().replace(" ", "")
     if len(text) > MAX_DIGITS:
         return None  # no int conversion beyond Python's digit limit
@@ -55,14 +57,14 @@ def stated_decimal(text: str) -> tuple[Decimal, Decimal] | None:
             return None
         digits = len(mantissa.lstrip("+-").replace(".", "").lstrip("0"))
         places = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        if digits < 2:
+        if digits < min_significant:
             return None
         return m.scaleb(exp), Decimal(5).scaleb(exp - places - 1)
     found = _DECIMAL.match(text)
     if found is None:
         return None
     significant = (found[2] + found[3]).lstrip("0")
-    if len(significant) < 2:
+    if len(significant) < min_significant:
         return None
     return Decimal(text), Decimal(5).scaleb(-len(found[3]) - 1)
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from judger.scorers.committed import committed_text
 from judger.scorers.math.boxed import last_boxed_strict_verl, remove_boxed_verl, run_answer
 from judger.scorers.math.reward import grade_answer
+from judger.scorers.math.rounding import Rounding
 
 Compat = Literal["verl"] | None
 
@@ -132,25 +133,63 @@ def extract_answer(text: str) -> str:
     return found[-1] if found else INVALID
 
 
-def _strict_box(text: str, ground_truth: Any, fixed: bool = False) -> tuple[bool, str | None]:
-    """The last ``\\boxed{}`` of the last 100 characters, compared verbatim (no normalisation).
-
-    ``fixed`` (the default mode): a run of boxes there with two different answers is their list
-    (:func:`~judger.scorers.math.boxed.run_answer`), as verl's last box would pay two guesses."""
-    tail = text[-STRICT_BOX_CHARS:]
-    if fixed and "\\boxed{" in tail:
-        pred = run_answer(tail)
-    else:
-        boxed = last_boxed_strict_verl(tail)
-        pred = remove_boxed_verl(boxed) if boxed is not None else None
+def _strict_box(text: str, ground_truth: Any) -> tuple[bool, str | None]:
+    """The last ``\\boxed{}`` of the last 100 characters, compared verbatim (no normalisation)."""
+    boxed = last_boxed_strict_verl(text[-STRICT_BOX_CHARS:])
+    pred = remove_boxed_verl(boxed) if boxed is not None else None
     return pred == ground_truth, pred
 
 
-def _equivalent(pred: str, gold: str) -> bool:
-    if not pred or not gold or pred == INVALID:
-        return False
+_MATH_SPAN = re.compile(r"\$([^$]+)\$")
 
-    return grade_answer(pred, gold)
+
+def _stated(line: str) -> tuple[str, str]:
+    """An ``Answer:`` line's answer as graded, and as ``pred``: its math where it holds one span
+    (``$\\frac12$``), the list of its spans where it holds several (``$72$ or $73$``: two guesses,
+    where Minerva's normalisation keeps the first), else the line."""
+    if "\\boxed" in line:
+        boxed = run_answer(line)
+        if boxed is not None:
+            return boxed, boxed
+    spans = [s.strip() for s in _MATH_SPAN.findall(line)]
+    if len(set(spans)) >= 2:
+        listed = ", ".join(spans)
+        return listed, listed
+    return (spans[0] if spans else line.strip()), normalize_final_answer(line)
+
+
+def _answer_and_pred(text: str, strict_box: bool, boxed_fallback: bool) -> tuple[str | None, str | None]:
+    """The answer the default mode grades in ``text`` (the ``Answer:`` line's, or the box of the
+    last 100 characters) and the ``pred`` it reports; no answer: None and verl's ``pred``."""
+    line = INVALID if strict_box else extract_answer(text)
+    if line != INVALID:
+        return _stated(line)
+    if strict_box or boxed_fallback:
+        tail = text[-STRICT_BOX_CHARS:]
+        boxed = run_answer(tail) if "\\boxed{" in tail else None
+        if boxed is not None:
+            return boxed, boxed
+        return None, None if strict_box else INVALID
+    return None, INVALID
+
+
+def committed_answer(response: str, strict_box: bool = False, boxed_fallback: bool = True) -> str | None:
+    """The answer the default mode grades in ``response`` (its committed text's last 300 characters)."""
+    return _answer_and_pred(committed_text(response)[-CLIP_CHARS:], strict_box, boxed_fallback)[0]
+
+
+def _default_verdict(
+    text: str, gold: Any, strict_box: bool, boxed_fallback: bool, ordered: bool, rounding: Rounding
+) -> tuple[bool, str | None]:
+    """The default mode's verdict and ``pred``: the same answer verl reads, graded by equivalence
+    (:func:`~judger.scorers.math.reward.grade_answer`) as written, not after Minerva's normalisation,
+    which pays what it drops (``5 km`` and ``5 cm`` both become ``5``; ``50, 625`` becomes
+    ``50625``); a run of two different boxes is their list (two guesses)."""
+    answer, pred = _answer_and_pred(text, strict_box, boxed_fallback)
+    if not answer:
+        return False, pred
+    label = str(gold)
+    return answer == label or grade_answer(answer, label, ordered, rounding), pred
 
 
 def overlong_penalty(
@@ -175,8 +214,13 @@ def compute_score(
     max_response_len: int | None = None,
     overlong_buffer_len: int | None = None,
     overlong_penalty_factor: float = 1.0,
+    ordered: bool = False,
+    rounding: Rounding = None,
+    restates_question: bool = False,
 ) -> dict[str, Any]:
-    """Score one response (see the module docstring)."""
+    """Score one response (see the module docstring). ``ordered``, ``rounding``,
+    ``restates_question``: what the prompt asks for and whether the answer restates it (the judger
+    reads them: :mod:`~judger.scorers.math.prompt_facts`), default mode only."""
     if compat not in (None, "verl"):
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     if not isinstance(solution_str, str):
@@ -188,22 +232,19 @@ def compute_score(
         solution_str = committed_text(solution_str)
     text = solution_str[-CLIP_CHARS:]
     pred: str | None
-    if strict_box_verify:
-        acc, pred = _strict_box(text, ground_truth, fixed)
-        if not acc and fixed and pred is not None:
-            acc = _equivalent(normalize_final_answer(pred), normalize_final_answer(ground_truth))
+    if fixed:
+        acc, pred = _default_verdict(text, ground_truth, strict_box_verify, boxed_fallback, ordered, rounding)
+        acc = acc and not restates_question
+    elif strict_box_verify:
+        acc, pred = _strict_box(text, ground_truth)
     else:
         pred = normalize_final_answer(extract_answer(text))
         gold = normalize_final_answer(ground_truth)
         acc = pred == gold
         if pred == INVALID and boxed_fallback:
-            box_acc, box_pred = _strict_box(text, ground_truth, fixed)
+            box_acc, box_pred = _strict_box(text, ground_truth)
             if box_pred is not None:
                 acc, pred = box_acc, box_pred
-                if fixed and not acc:
-                    acc = _equivalent(normalize_final_answer(box_pred), gold)
-        elif fixed and not acc:
-            acc = _equivalent(pred, gold)
     score = 1.0 if acc else -1.0
     result: dict[str, Any] = {"score": score, "acc": acc, "pred": pred}
     if max_response_len is not None and overlong_buffer_len is not None and response_length is not None:

@@ -35,6 +35,8 @@ from judger.scorers.math.numeric import plain_number
 from judger.scorers.math.rounding import Rounding
 from judger.scorers.math.units import unit_sides
 
+Equal = Callable[[str, str], bool]
+
 
 def split_top(text: str) -> list[str]:
     """``text`` cut at the commas outside any bracket."""
@@ -156,7 +158,10 @@ def _exact(text: str) -> tuple[Any, bool] | None:
     for item in parse_boxed(text):
         value = real_value(item)
         if value is not None:
-            return value, bool(getattr(item, "is_rational", False))
+            rational = bool(getattr(item, "is_rational", False))
+            if rational and _terminates(Fraction(int(item.p), int(item.q))):
+                return None  # "\\frac12": a terminating value is compared exactly
+            return value, rational
     return None
 
 
@@ -166,7 +171,7 @@ def _approximates(answer: str, gold: str, rounding: Rounding) -> bool:
     that does where the prompt asks for a rounding; a decimal answer paid for an exact label only
     where the prompt asks for a decimal, at the places it asks for."""
     g_dec = stated_decimal(gold)
-    a_dec = stated_decimal(answer)
+    a_dec = stated_decimal(answer, 1 if isinstance(rounding, int) else 2)
     if g_dec is not None:
         if a_dec is not None:
             return rounding is not None and a_dec[1] < g_dec[1] and rounds_to(g_dec, a_dec[0])
@@ -182,11 +187,27 @@ def _approximates(answer: str, gold: str, rounding: Rounding) -> bool:
     return exact is not None and within_stated_precision(a_dec, exact[0])
 
 
-def _items_equal(a: str, g: str, rounding: Rounding) -> bool:
+def estimates_exact(answer: str, gold: str) -> bool:
+    """Whether ``answer`` is a decimal (or a list holding one) where ``gold`` has an exact value it
+    cannot equal as written (``0.111111`` for ``\\frac19``): then the decimal policy alone decides.
+    Math-Verify compares numbers rounded to 6 decimals and would pay a 6-digit estimate."""
+    a_br, a_in = _unwrap(answer)
+    g_br, g_in = _unwrap(gold)
+    pairs = zip(split_top(a_in), split_top(g_in)) if a_br == g_br else [(answer, gold)]
+    return any(_DECIMAL_TEXT.search(a) and _exact(g) is not None for a, g in pairs)
+
+
+_DECIMAL_TEXT = re.compile(r"^\s*[-+]?\d*\.\d+")
+
+
+def _items_equal(a: str, g: str, rounding: Rounding, equal: Equal | None) -> bool:
     if a == g or _approximates(a, g, rounding):
         return True
     x, y = _fraction(a), _fraction(g)
-    return x is not None and x == y
+    if x is not None and x == y:
+        return True
+    # an item that is no estimate is graded as an answer of its own ("\\sqrt{2}" for "\\sqrt2")
+    return equal is not None and not estimates_exact(a, g) and equal(a, g)
 
 
 def plain_verdict(answer: str, gold: str, rounding: Rounding = None) -> bool | None:
@@ -206,20 +227,21 @@ def plain_verdict(answer: str, gold: str, rounding: Rounding = None) -> bool | N
     return None
 
 
-def after(answer: str, gold: str, rounding: Rounding = None) -> bool:
-    """Equal by a decimal approximation (one value or a list) or as complex numbers."""
+def after(answer: str, gold: str, rounding: Rounding = None, equal: Equal | None = None) -> bool:
+    """Equal by a decimal approximation (one value or a list, its other items graded by ``equal``)
+    or as complex numbers."""
     if _approximates(answer, gold, rounding):
         return True
     a_br, a_in = _unwrap(answer)
     g_br, g_in = _unwrap(gold)
     a_parts, g_parts = split_top(a_in), split_top(g_in)
     if len(a_parts) >= 2 and len(a_parts) == len(g_parts) and a_br == g_br:
-        if all(_items_equal(a, g, rounding) for a, g in zip(a_parts, g_parts)):
+        if all(_items_equal(a, g, rounding, equal) for a, g in zip(a_parts, g_parts)):
             return True
         if a_br in ("", "{}"):  # an unordered list: each item matched once, in any order
             left = list(g_parts)
             for a in a_parts:
-                hit = next((g for g in left if _items_equal(a, g, rounding)), None)
+                hit = next((g for g in left if _items_equal(a, g, rounding, equal)), None)
                 if hit is None:
                     return False
                 left.remove(hit)

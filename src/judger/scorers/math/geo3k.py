@@ -20,6 +20,7 @@ from typing import Any, Literal
 from judger.scorers.committed import committed_text
 from judger.scorers.math.boxed import run_answer
 from judger.scorers.math.reward import grade_answer
+from judger.scorers.math.rounding import Rounding
 
 Compat = Literal["verl"] | None
 
@@ -59,8 +60,13 @@ def compute_score(
     compat: Compat = None,
     use_boxed: bool = True,
     format_score: float = FORMAT_SCORE,
+    ordered: bool = False,
+    rounding: Rounding = None,
+    restates_question: bool = False,
 ) -> dict[str, Any]:
-    """Score one response (see the module docstring)."""
+    """Score one response (see the module docstring). ``ordered`` and ``rounding``: what the prompt
+    asks for and whether the answer restates it (the judger reads them:
+    :mod:`~judger.scorers.math.prompt_facts`), default mode only."""
     if not isinstance(solution_str, str):
         raise TypeError(f"geo3k scorer: the response must be a string, got {type(solution_str).__name__}")
     fmt = 1.0 if format_ok(solution_str) else 0.0
@@ -70,7 +76,9 @@ def compute_score(
     elif compat is None:
         committed = committed_text(solution_str)
         pred = run_answer(committed) if use_boxed else committed.strip()
-        acc = grade_answer(pred, ground_truth) if pred else False
+        acc = (
+            bool(pred) and not restates_question and grade_answer(str(pred), ground_truth, ordered, rounding)
+        )
     else:
         raise ValueError(f"compat must be 'verl' or None, got {compat!r}")
     score = (1.0 - format_score) * (1.0 if acc else 0.0) + format_score * fmt

@@ -116,7 +116,13 @@ def grade_answer(answer: str, ground_truth: Any, ordered: bool = False, rounding
     verdict = huge_power_verdict(answer, gold)
     if verdict is not None:
         return verdict
-    return equivalent(answer, gold) or forms_verdict.after(answer, gold, rounding)
+
+    def each(a: str, g: str) -> bool:
+        return grade_answer(a, g, rounding=rounding)
+
+    if forms_verdict.estimates_exact(answer, gold):
+        return forms_verdict.after(answer, gold, rounding, each)
+    return equivalent(answer, gold) or forms_verdict.after(answer, gold, rounding, each)
 
 
 def parser_free_verdict(

@@ -55,6 +55,8 @@ _WORDS: dict[str, tuple[Dimension, Fraction]] = {
     "minute": (_T, _MINUTE), "hour": (_T, _HOUR), "day": (_T, 24 * _HOUR),
     "week": (_T, 7 * 24 * _HOUR), "gallon": ((("L", 3),), Fraction(3785411784, 10**12)),
     "mph": ((("L", 1), ("T", -1)), Fraction(1609344, 1000) / _HOUR),
+    "dollar": ((("money", 1),), Fraction(1)), "cent": ((("money", 1),), Fraction(1, 100)),
+    "degree": ((("degree", 1),), Fraction(1)), "radian": ((("radian", 1),), Fraction(1)),
 }  # fmt: skip
 _ALIASES = {
     "inches": "inch", "in": "inch", "feet": "foot", "ft": "foot", "yards": "yard", "yd": "yard",
@@ -69,7 +71,8 @@ _ALIASES = {
     "liters": "L", "liter": "L", "litres": "L", "litre": "L", "l": "L", "ml": "mL",
     "milliliters": "mL", "milliliter": "mL", "newtons": "N", "newton": "N", "joules": "J",
     "joule": "J", "watts": "W", "watt": "W", "pascals": "Pa", "pascal": "Pa", "hertz": "Hz",
-    "kph": "km/hour",
+    "kph": "km/hour", "dollars": "dollar", "cents": "cent", "degrees": "degree", "deg": "degree",
+    "radians": "radian", "rad": "radian",
 }  # fmt: skip
 """Spellings of one unit; other words compare as written, less a plural ``s``."""
 
@@ -94,6 +97,10 @@ _WORD_POWER = (("square ", 2), ("sq ", 2), ("cubic ", 3))
 _TAIL = re.compile(
     rf"(?:\s|\\[,;: ]|~)*((?:(?:{_MACROS}{_BRACED}|[A-Za-zμµ]+|/|\\cdot|\*|·)\s*{_POWER}\s*)+)$"
 )
+_DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*$")
+_CURRENCY = re.compile(r"^(-?)\s*\\?\$\s*(?=[\d.])")
+_DEGREE = Unit("degree", (("degree", 1),), Fraction(1))
+_DOLLAR = Unit("dollar", (("money", 1),), Fraction(1))
 _NUMBER_END = re.compile(r"[\d})]\s*$")
 _TRAILING_SPACE = re.compile(r"(?:\s|\\[,;:! ]|~)+$")
 
@@ -189,8 +196,17 @@ def parse_unit(text: str, wrapped: bool) -> Unit | None:
 
 
 def split_unit(text: str) -> tuple[str, Unit] | None:
-    """``(number part, unit)`` of ``5 km`` / ``3\\text{ m}^2`` / ``9.8\\ \\mathrm{m/s^2}``, else None."""
+    """``(number part, unit)`` of ``5 km`` / ``3\\text{ m}^2`` / ``9.8\\ \\mathrm{m/s^2}`` / ``\\$6`` /
+    ``48^\\circ``, else None."""
     text = text.strip()
+    found = _DEGREES.search(text)
+    if found is not None:
+        number = _TRAILING_SPACE.sub("", text[: found.start()])
+        return (number, _DEGREE) if _NUMBER_END.search(number) else None
+    found = _CURRENCY.match(text)
+    if found is not None:
+        number = found[1] + text[found.end() :].strip()
+        return (number, _DOLLAR) if _NUMBER_END.search(number) else None
     found = _TAIL.search(text)
     if found is None:
         return None

@@ -66,8 +66,11 @@ def compute_score(
     extra_info: dict[str, Any] | None = None,
     *,
     compat: Compat = None,
+    restates_question: bool = False,
 ) -> dict[str, Any]:
-    """Score one response with Math-Verify (see the module docstring for the two modes)."""
+    """Score one response with Math-Verify (see the module docstring for the two modes).
+    ``restates_question``: the boxed answer is an expression copied from the question (the judger
+    reads it from the prompt: :mod:`~judger.scorers.math.restated`), wrong in the default mode."""
     if compat == "verl":
         return compute_score_verl(solution_str, ground_truth)
     if compat is not None:
@@ -80,7 +83,7 @@ def compute_score(
         raise ValueError(f"math_verify scorer: Math-Verify cannot parse the label {ground_truth!r:.200}")
     committed = committed_text(solution_str) if isinstance(solution_str, str) else ""
     pred = parse_response(committed) if committed else []
-    acc = verify_parsed(gold, pred)
+    acc = not restates_question and verify_parsed(gold, pred)
     # Math-Verify drops units from both sides ("7 km/h" would equal "7 m/s"): the box as written
     boxed = last_boxed(committed) if acc else None
     if boxed is not None and units_conflict(boxed, str(ground_truth)):
