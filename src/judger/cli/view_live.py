@@ -107,6 +107,8 @@ class LiveIndex:
             "samples": index.n if index is not None else 0,
             "groups": index.n_groups if index is not None else 0,
             "scored_on_load": index.scored if index is not None else 0,
+            # the file was written or replaced since: its rows no longer match what is shown
+            "changed": index.changed() if index is not None else False,
         }
 
 
