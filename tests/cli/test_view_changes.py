@@ -164,24 +164,50 @@ def test_a_row_rewritten_within_the_clocks_tick_is_caught_by_what_it_holds(tmp_p
     assert answer.status_code == 409 and "changed on disk" in answer.json()["detail"]
 
 
-def test_a_file_changed_while_it_is_indexed_is_not_kept(
+def test_a_file_changed_while_it_is_indexed_is_not_kept_one_appended_to_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from judger.cli import view_index
 
     path = tmp_path / "x.jsonl"
-    path.write_text(_rows("old", right=True))
     real = view_index.build
+    write: Any = None
 
     def build_then_write(*args: Any, **kwargs: Any) -> Any:
         built = real(*args, **kwargs)
-        path.write_text(_rows("new", right=False, n=5))
+        write()
         return built
 
+    def rewrite() -> None:
+        path.write_text(_rows("new", right=False, n=5))
+
+    def append() -> None:
+        with path.open("a") as fh:
+            fh.write(_rows("more", right=False, n=2))
+
     monkeypatch.setattr(view_index, "build", build_then_write)
+    path.write_text(_rows("old", right=True))
+    write = rewrite
     with pytest.raises(FileChanged, match="changed while it was indexed"):
         build_kept(path, tmp_path / "kept")
     assert not (tmp_path / "kept.json").exists()
+    # a file still being written (`judger eval -o`): rows appended while it is read change none
+    path.write_text(_rows("old", right=True))
+    write = append
+    build_kept(path, tmp_path / "kept")
+    kept = RolloutIndex.load(tmp_path / "kept")
+    assert kept.file_state() == "grown" and kept.detail(3)["response"] == "old answer 3"
+
+
+def test_a_file_appended_to_while_viewed_is_still_read_and_said_to_have_grown(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(_rows("old", right=True))
+    with _viewing(str(path), tmp_path / "cache", tmp_path) as url:
+        with path.open("a") as fh:
+            fh.write(_rows("more", right=False, n=2))
+        assert httpx.get(url + "api/sample/3").json()["response"] == "old answer 3"
+        meta = httpx.get(url + "api/meta").json()["files"][0]
+        assert (meta["grown"], meta["changed"]) == (True, False)
 
 
 def _bad_file(path: Path, bad: int) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +51,6 @@ class Identity:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def changed(self) -> bool:
-        """Whether the file at this path is now another file, or was written since."""
-        try:
-            return Identity.of(self.path) != self
-        except OSError:  # removed, or made unreadable
-            return True
-
-    def check(self, shown_as: str | Path) -> None:
-        """Raise :class:`FileChanged` (naming the file ``shown_as``) if :meth:`changed`."""
-        if self.changed():
-            raise FileChanged(changed_message(shown_as))
-
 
 def changed_message(shown_as: str | Path) -> str:
     return (
@@ -71,20 +60,34 @@ def changed_message(shown_as: str | Path) -> str:
 
 
 def fingerprint(path: str | Path, size: int) -> str:
-    """A hash of the file's content: of all of it up to :data:`WHOLE` bytes, else of :data:`SAMPLES`
-    blocks spread evenly over it, the first and the last included (bounded reading, whatever the
-    size: the cache must open a big file at once)."""
+    """A hash of the file's first ``size`` bytes: of all of them up to :data:`WHOLE`, else of
+    :data:`SAMPLES` blocks spread evenly over them, the first and the last included (bounded
+    reading, whatever the size: the cache must open a big file at once)."""
     digest = hashlib.blake2b(str(size).encode(), digest_size=16)
     with open(path, "rb") as fh:
         if size <= WHOLE:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
+            digest.update(fh.read(size))
         else:
             step = (size - BLOCK) / (SAMPLES - 1)
             for k in range(SAMPLES):
                 fh.seek(int(k * step))
                 digest.update(fh.read(BLOCK))
     return digest.hexdigest()
+
+
+# how a file stands against what was indexed: the same; appended to (what was read is still there,
+# as in a file `judger eval -o` is still writing); or changed
+SAME, GROWN, CHANGED = "same", "grown", "changed"
+
+
+@lru_cache(maxsize=64)
+def _holds_prefix(then: Identity, fingerprinted: str, now: Identity) -> bool:
+    """Whether the file, now ``now``, still begins with the ``then.size`` bytes fingerprinted (once
+    per state of the file: a page asks every few seconds)."""
+    try:
+        return fingerprint(then.path, then.size) == fingerprinted
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,24 @@ class Snapshot:
     def from_facts(cls, facts: dict[str, Any]) -> Snapshot:
         return cls(Identity(**facts["identity"]), facts["fingerprint"])
 
+    def state(self) -> str:
+        """:data:`SAME`, :data:`GROWN` or :data:`CHANGED` (by the file's identity: same is not read
+        again; grown is the same file, as long or longer, its first bytes as fingerprinted)."""
+        then = self.identity
+        try:
+            now = Identity.of(then.path)
+        except OSError:  # removed, or made unreadable
+            return CHANGED
+        if now == then:
+            return SAME
+        if (now.device, now.inode) != (then.device, then.inode) or now.size < then.size:
+            return CHANGED
+        return GROWN if _holds_prefix(then, self.fingerprint, now) else CHANGED
+
     def still(self) -> bool:
-        """Whether the file holds now what it held when this was taken (its identity, then its
-        fingerprint: read only when the identity is the same)."""
-        if self.identity.changed():
+        """Whether the file holds exactly what it held when this was taken: its identity, then its
+        fingerprint (what a rewrite within the clock's tick leaves the identity as it was)."""
+        if self.state() != SAME:
             return False
         try:
             return fingerprint(self.identity.path, self.identity.size) == self.fingerprint
@@ -118,6 +135,6 @@ class Snapshot:
 
     def after_reading(self, shown_as: str | Path) -> None:
         """Raise :class:`FileChanged` if the file changed while it was read (the index would pair
-        rows of two versions of it)."""
-        if not self.still():
+        rows of two versions of it); rows appended meanwhile are no change."""
+        if self.state() != GROWN and not self.still():
             raise FileChanged(f"{shown_as} was changed while it was indexed: run judger view again")

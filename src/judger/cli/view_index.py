@@ -49,7 +49,7 @@ from judger.cli.view_build import (
     states_of_row,
     verdict_of,
 )
-from judger.cli.view_identity import FileChanged, Snapshot, changed_message
+from judger.cli.view_identity import CHANGED, FileChanged, Snapshot, changed_message
 from judger.core.rollout import RolloutState
 from judger.trainer.io import InputError, RowError, json_default
 
@@ -228,6 +228,7 @@ class RolloutIndex:
         if spill:
             table = _spilled(table)
         self._take(_facts(self.path, snapshot, built), table)
+        self.path = Path(snapshot.identity.path)  # rows are read back from the file indexed
         self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
         snapshot.after_reading(self.path)
         if spill:
@@ -336,15 +337,17 @@ class RolloutIndex:
             "truncated": bool(self.truncated[i]),
         }
 
-    def changed(self) -> bool:
-        """Whether the file is no longer what was indexed (another file at the path, or written)."""
-        return self.snapshot.identity.changed()
+    def file_state(self) -> str:
+        """How the file stands against what was indexed: view_identity's SAME, GROWN (rows
+        appended: those indexed are still there) or CHANGED (another file at the path, or written)."""
+        return self.snapshot.state()
 
     def read_back(self, i: int) -> RolloutState:
         """Sample ``i`` as its row in the file holds it; :class:`FileChanged` if the file changed
         since it was indexed (told by its identity, or by a row that is not the one indexed: a
         rewrite within the clock's tick), never another row's text beside this one's verdict."""
-        self.snapshot.identity.check(self.path)
+        if self.file_state() == CHANGED:
+            raise FileChanged(changed_message(self.path))
         number = int(self.row[i])
         try:
             state = states_of_row(self.raw_row(number), number)[int(self.response_index[i])]

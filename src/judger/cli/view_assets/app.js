@@ -259,8 +259,12 @@ function showIndexing(meta) {
   box.replaceChildren(...busy.map((f) => el("div", { "data-phase": f.phase },
     f.error ? `indexing failed: ${f.error}` : `indexing ${f.path}: ${(PHASES[f.phase] || (() => f.phase))(f)}, ${f.elapsed_s} s; ` +
       (f.samples ? `shown meanwhile: the first ${f.samples.toLocaleString()} samples (those not scored yet count as skipped)` : "reading the first rows"))));
-  showChanged(meta.files.filter((f) => f.changed).map((f) =>
-    `${f.path} was changed on disk since it was indexed: what is shown is the file as it was; run judger view again to see it as it is now`));
+  showChanged([
+    ...meta.files.filter((f) => f.changed).map((f) =>
+      `${f.path} was changed on disk since it was indexed: what is shown is the file as it was; run judger view again to see it as it is now`),
+    ...meta.files.filter((f) => f.grown).map((f) =>
+      `${f.path} has grown since it was indexed: the rows added since are not shown; run judger view again to see them`),
+  ]);
   document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples${f.complete ? "" : " so far"})`).join(" vs ");
   const select = document.querySelector("#filters select[name=source]");
   const chosen = select.value;
