@@ -167,8 +167,10 @@ _STRAYS = """(selector) => {
   for (const box of document.querySelectorAll(selector)) {
     box.scrollIntoView({ block: "center", inline: "nearest" });
     const r = box.getBoundingClientRect();
+    // inside the box by 3 px at least: a border is shared with the neighbour
+    const at = (start, size, f) => start + Math.min(Math.max(size * f, 3), size - 3);
     for (const fx of [0.05, 0.3, 0.5, 0.7, 0.95]) for (const fy of [0.1, 0.5, 0.9]) {
-      const hit = document.elementFromPoint(r.left + r.width * fx, r.top + r.height * fy);
+      const hit = document.elementFromPoint(at(r.left, r.width, fx), at(r.top, r.height, fy));
       if (hit && !box.contains(hit)) {
         strays.push(`${box.textContent.slice(0, 30)}: ${hit.className} ${hit.textContent.slice(0, 30)}`);
       }
