@@ -268,6 +268,9 @@ function showIndexing(meta) {
   document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples${f.complete ? "" : " so far"})`).join(" vs ");
   const select = document.querySelector("#filters select[name=source]");
   const chosen = select.value;
+  // asked again every few seconds: an unchanged list is left as it is (an open list stays open)
+  if (select.dataset.sources === JSON.stringify(meta.data_sources)) return;
+  select.dataset.sources = JSON.stringify(meta.data_sources);
   select.replaceChildren(el("option", { value: "" }, "all"), ...meta.data_sources.map((s) => el("option", { value: s }, s)));
   select.value = meta.data_sources.includes(chosen) ? chosen : "";
 }
