@@ -341,8 +341,14 @@ def test_ctrl_c_stops_a_run_and_every_process_it_started(tmp_path: Path, shards:
     os.killpg(command.pid, signal.SIGINT)
     _, err = command.communicate(timeout=60)
     assert command.returncode == 130
-    # the bad rows read so far, then one line: no traceback, none per shard
-    assert err.strip().splitlines()[-1] == "judger score: interrupted"
+    # the command's own lines, in the order it wrote them: the bad rows read so far, then one line.
+    # Its shards and the pools' workers write to the same stderr on their own time (in verl's
+    # environment an import in a worker warns that ANTLR's versions differ): where their lines fall
+    # among the command's is the scheduler's doing, so only the command's own are in order
+    own = [line for line in err.splitlines() if line.startswith((f"{src}: ", "judger score: "))]
+    assert own[-1] == "judger score: interrupted"
+    assert all(line.startswith(f"{src}: row ") for line in own[:-1]), own
+    # no traceback, none per shard
     assert "Traceback" not in err and err.count("interrupted") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]  # no output, no spool
     deadline = time.monotonic() + 10

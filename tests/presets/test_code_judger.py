@@ -132,12 +132,14 @@ def test_bad_tests_are_judge_failures_not_wrong_answers() -> None:
 
 
 async def test_all_or_nothing_stops_at_the_first_failure() -> None:
-    # the first test fails fast; every later one would hang until its wall limit
-    program = "x = int(input())\nif x == 0:\n    print('wrong')\nelse:\n    import time; time.sleep(60)"
+    # the first test fails fast (0.4 s); every later one would hang until its wall limit (60 s)
+    program = "x = int(input())\nif x == 0:\n    print('wrong')\nelse:\n    import time; time.sleep(90)"
     tests = {"inputs": ["0", "1", "2", "3"], "outputs": ["0", "1", "2", "3"]}
     start = time.monotonic()
-    out = await score(program, tests, continuous=False)
-    assert out["score"] == 0.0 and time.monotonic() - start < FAST.wall_s
+    out = await score(
+        program, tests, continuous=False, limits=SandboxLimits(wall_s=60, cpu_s=60, memory_mb=512)
+    )
+    assert out["score"] == 0.0 and time.monotonic() - start < 10
     assert out["passed"] == 0
 
 
@@ -160,14 +162,14 @@ async def test_infinite_loop_is_killed_at_the_time_limit() -> None:
     out = await score("while True:\n    pass", {"inputs": [""], "outputs": [""]})
     elapsed = time.monotonic() - start
     assert out["score"] == 0.0 and out["error"].startswith("timeout:")
-    assert elapsed < FAST.wall_s + 3
+    assert elapsed < 5 * FAST.wall_s  # normally the limit and a little; unkilled: forever
 
 
 async def test_sleeping_program_is_killed_at_the_wall_limit() -> None:
     start = time.monotonic()
     out = await score("import time\ntime.sleep(100)", {"inputs": [""], "outputs": [""]})
     assert out["error"] == f"timeout: wall time limit of {FAST.wall_s:g} s exceeded"
-    assert time.monotonic() - start < FAST.wall_s + 3
+    assert time.monotonic() - start < 5 * FAST.wall_s  # normally the limit and a little; unkilled: 100 s
 
 
 async def test_fork_bomb_is_refused() -> None:

@@ -177,7 +177,7 @@ async def test_an_answer_that_stalls_the_equivalence_check_scores_as_wrong_not_f
     await j.judge(rollout("Answer: 1", None, gt="1"))
     started = time.monotonic()
     s = await j.judge(rollout("Answer: 9^{9^{9^9}}", None, gt="1"))
-    assert time.monotonic() - started < 1.0 + 3.0
+    assert time.monotonic() - started < 5 * 1.2  # normally the 1 s deadline and a respawn; a hang: hours
     assert s.status == Status.INIT and s.reward == {"score": -1.0, "acc": False, "pred": "9^{9^{9^9}}"}
     # verl mode never leaves the regex path: bounded by the 300-character window
     v = (

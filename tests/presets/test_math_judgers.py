@@ -112,8 +112,9 @@ async def test_hostile_answers_time_out_within_the_deadline_and_leave_no_process
     started = time.monotonic()
     out = await j.batch_judge(states)
     elapsed = time.monotonic() - started
-    # three 1 s deadlines on the pool's workers, plus a margin for respawning them
-    assert elapsed < 1.0 * len(HOSTILE) + 3.0
+    # normally three 1 s deadlines on the pool's workers and their respawns (3-6 s on a busy machine,
+    # which once ran past a bound of 6 s); each would run for hours without its deadline
+    assert elapsed < 5 * (1.0 * len(HOSTILE) + 1.0)
     for s in out[:-1]:
         assert s.status == Status.FAILED and s.reward is None
         assert s.extra_fields["judge_failure"]["kind"] == "timeout"
@@ -159,7 +160,7 @@ async def test_math_verify_judger_survives_each_hostile_answer(name: str) -> Non
     await j.judge(state("$1$"))
     started = time.monotonic()
     s = await j.judge(state(HOSTILE[name]))
-    assert time.monotonic() - started < 1.5 + 2.0
+    assert time.monotonic() - started < 5 * 1.5  # normally the 1.5 s deadline and a respawn
     assert s.status == Status.FAILED and s.extra_fields["judge_failure"]["kind"] == "timeout"
     # verl mode: a timeout scores timeout_score, as in verl, and the worker is still killed
     v = MathVerifyJudgerConfig(compat="verl", timeout=1.5, timeout_score=-0.5).build()

@@ -1,6 +1,7 @@
 """The data path (RolloutController -> samples -> prepare_train_data) against a hostile server on
-127.0.0.1 (judger.testing.hostile_openai): every attack ends within its deadline plus a second,
-memory stays bounded, nothing it sends reaches training data, and healthy servers keep serving."""
+127.0.0.1 (judger.testing.hostile_openai): every attack ends at its cap or its deadline (the error
+says which; the time taken is only guarded, at GUARD times the normal time), memory stays bounded,
+nothing it sends reaches training data, and healthy servers keep serving."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ POLICY = "/models/fake-policy"
 MiB = 2**20
 CAP = MiB  # a lowered max_reply_bytes, so the attacks are cheap to run
 RSS_BOUND = 300 * MiB
+# a hang guard's bound: GUARD times the time an attack normally takes (its deadline, and a little),
+# so a busy machine never trips it while a hang still does
+GUARD = 5
 
 
 @pytest.fixture
@@ -55,7 +59,7 @@ def controller(*urls: str, **kw: Any) -> RolloutController:
 
 
 async def generate(
-    ctl: RolloutController, n: int = 2, limit: float = 15.0
+    ctl: RolloutController, n: int = 2, limit: float = 60.0
 ) -> tuple[list[RolloutState], float]:
     """One group; the outer wait only keeps the old code from hanging the suite."""
     start = time.monotonic()
@@ -85,7 +89,7 @@ async def test_oversized_replies_fail_at_the_cap(hostile: HostileServer, mode: s
     with PeakRSS() as rss:
         states, took = await generate(ctl)
     assert_failed(states, words)
-    assert took < 3.0 + 1.0  # the request's deadline plus a second
+    assert took < GUARD * 3.0  # normally: three attempts, each ended at the cap (1.5 s in all)
     assert rss.growth < RSS_BOUND
     assert hostile.requests["/v1/chat/completions"] == 3  # tried, and retried, each ended at the cap
 
@@ -95,7 +99,7 @@ async def test_a_dripping_reply_ends_at_its_total_deadline(hostile: HostileServe
     ctl = controller(hostile.url, model=POLICY, max_retries=0)
     states, took = await generate(ctl)
     assert_failed(states, "no whole reply within 1 s")
-    assert took < 1.0 + 1.0
+    assert took < GUARD * 1.0
 
 
 async def test_a_dripping_model_list_is_bounded_and_the_healthy_server_answers(
@@ -105,23 +109,25 @@ async def test_a_dripping_model_list_is_bounded_and_the_healthy_server_answers(
     alone = controller(hostile.url)
     states, took = await generate(alone)
     assert_failed(states, "did not answer within 1 s")
-    assert took < 1.0 + 1.0
+    assert took < GUARD * 1.0
     with_healthy = controller(hostile.url, policy.url)
     states, took = await generate(with_healthy)
     assert [s.status for s in states] == [Status.COMPLETED] * 2
-    assert took < 1.0 + 1.0
+    assert took < GUARD * 1.0
 
 
 async def test_a_stalled_probe_does_not_keep_a_healthy_server_out(
     hostile: HostileServer, policy: PolicyServer
 ) -> None:
     hostile.mode = "drip_models"
-    ctl = controller(hostile.url, policy.url, model=POLICY, deadline=8.0, models_timeout=1.0)
+    # kept out, the requests would fail at their deadline (30 s); normally they take the stalled
+    # probe's 1 s and a little
+    ctl = controller(hostile.url, policy.url, model=POLICY, deadline=30.0, models_timeout=1.0)
     for server in ctl.servers:  # both taken out: only a probe brings one back
         server.healthy = False
     states, took = await generate(ctl, n=4)
     assert [s.status for s in states] == [Status.COMPLETED] * 4
-    assert took < 2.0
+    assert took < GUARD * 1.5
     assert ctl.servers[1].healthy and not ctl.servers[0].healthy
 
 

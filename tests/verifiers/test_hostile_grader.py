@@ -1,6 +1,7 @@
 """CompassVerifierV2 against a hostile grader on 127.0.0.1 (judger.testing.hostile_openai): every
-attack ends within the deadline plus a second in bounded memory, a reply we cannot trust fails the
-sample (it is never scored), and a healthy grader keeps grading."""
+attack ends at its cap or its deadline in bounded memory (the time taken only guarded, at GUARD times
+the normal time), a reply we cannot trust fails the sample (it is never scored), and a healthy
+grader keeps grading."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from judger.testing.fake_openai import FakeOpenAI
 from judger.testing.hostile_openai import HostileServer, PeakRSS
 
 MiB = 2**20
+# a hang guard's bound: GUARD times the time an attack normally takes (its deadlines, and a little),
+# so a busy machine never trips it while a hang (the judger's own timeout is 30 s) still does
+GUARD = 5
 
 
 @pytest.fixture
@@ -58,7 +62,7 @@ async def test_oversized_or_dripping_replies_fail_in_bounded_time_and_memory(
     with PeakRSS() as rss:
         state, took = await judge(config(hostile.url, model="fake-grader"), make_state("\\boxed{5}", "5"))
     assert_not_scored(state)
-    assert took < 2 * (1.0 + 1.0)  # two attempts, each within its deadline plus a second
+    assert took < GUARD * 2 * 1.0  # normally: two attempts, each ended at the cap or its 1 s deadline
     assert rss.growth < 300 * MiB
 
 
@@ -85,7 +89,7 @@ async def test_a_dripping_model_list_is_bounded(
     hostile.mode = "drip_models"
     state, took = await judge(config(hostile.url, max_retries=0), make_state("\\boxed{5}", "5"))
     assert_not_scored(state, "timeout after 1 s")
-    assert took < 1.0 + 1.0
+    assert took < GUARD * 1.0
 
 
 @pytest.mark.parametrize(

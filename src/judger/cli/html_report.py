@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from judger.cli.report import _prompt_text
+from judger.cli.view_build import finish_of
 from judger.cli.view_index import SKIPPED, VERDICTS, _json_text, plot_data, verdict_of
 from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
@@ -80,6 +81,7 @@ class ReportSample:
         response = state.response or ""
         if len(response) > self.text_chars:
             response = "…" + response[-self.text_chars :]
+        finish, truncated = finish_of(state)
         return {
             "id": self.seen - 1,
             "row": self.seen,
@@ -91,6 +93,8 @@ class ReportSample:
             "pred": _json_text(reward.get("pred")),
             "length": len(state.response or ""),
             "reason": state.error_msg if state.status == Status.FAILED else None,
+            "finish": finish,
+            "truncated": truncated,
             "prompt": _prompt_text(state)[: self.text_chars],
             "ground_truth": _json_text(state.ground_truth),
             "response": response,
@@ -144,7 +148,6 @@ def render_html(summary: dict[str, Any], sample: ReportSample, title: str = "jud
     styles = [katex_css, (vendor / "uplot" / "uPlot.min.css").read_text(), (ASSETS / "style.css").read_text()]
     scripts = [
         (vendor / "katex" / "katex.min.js").read_text(),
-        (vendor / "katex" / "auto-render.min.js").read_text(),
         (vendor / "uplot" / "uPlot.iife.min.js").read_text(),
     ]
     # "<" escaped: the JSON cannot close the script element it sits in, whatever the model wrote
@@ -166,6 +169,7 @@ def render_html(summary: dict[str, Any], sample: ReportSample, title: str = "jud
             f"<h2>examples (at most {sample.per_verdict} per verdict and data_source)</h2>",
             "<section id='examples' class='cards'></section></main>",
             _script(f"window.JUDGER_REPORT = {data};"),
+            _script((ASSETS / "richtext.js").read_text()),
             _script((ASSETS / "app.js").read_text()),
             "</body></html>",
         ]

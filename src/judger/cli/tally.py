@@ -20,10 +20,10 @@ from collections.abc import Hashable, Sequence
 from numbers import Real
 from typing import Any
 
+from judger.cli.bad_rows import BadRows
 from judger.cli.report import _at_n, examples, failure_kind, failure_reason, top_reasons_of
 from judger.core.outputs import finite_number, float_or_nan
 from judger.core.rollout import RolloutState, Status
-from judger.trainer.io import RowError
 from judger.trainer.mean_at_1 import mean_at_1
 from judger.trainer.metrics import (
     Metrics,
@@ -203,7 +203,7 @@ class Tally:
     """Everything the report of a streamed run needs, added chunk by chunk."""
 
     def __init__(self, k: int = 0) -> None:
-        self.errors: list[RowError] = []
+        self.errors = BadRows()  # the first rows' errors and the count: bounded, whatever the file
         self.examples: list[dict[str, Any]] = []
         self.samples = 0
         self._k = k

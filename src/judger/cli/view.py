@@ -190,6 +190,8 @@ def _tell_when_indexed(indexes: list[Any]) -> None:
         index = live.current()
         for error in index.errors[:20]:
             _say(f"{index.path}: {error}")
+        if index.summary["bad_rows"] > 20:
+            _say(f"{index.path}: ... and {index.summary['bad_rows'] - 20} more bad rows")
         if live.cached:
             _say(f"{index.path}: its index kept from an earlier judger view")
         elif index.scored:

@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from judger.cli.view_identity import FileChanged
 from judger.cli.view_index import VERDICTS, RolloutIndex, diff
 from judger.cli.view_live import IndexUnavailable, LiveIndex
 
@@ -72,6 +73,7 @@ def create_app(index: RolloutIndex | LiveIndex, other: RolloutIndex | LiveIndex 
     # only pages of this server may read it: a site whose name is rebound to 127.0.0.1 is refused
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])
     app.add_exception_handler(IndexUnavailable, _unavailable)
+    app.add_exception_handler(FileChanged, _changed)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -90,6 +92,11 @@ def _live(index: RolloutIndex | LiveIndex) -> LiveIndex:
 
 async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
+async def _changed(request: Request, exc: Exception) -> JSONResponse:
+    # the index's verdicts and the file's rows are no longer a pair: said, never served mixed
+    return JSONResponse({"detail": str(exc), "changed": True}, status_code=409)
 
 
 def _overview(files: Files) -> APIRouter:
@@ -130,6 +137,7 @@ def _samples(files: Files) -> APIRouter:
         min_score: float | None = None,
         max_score: float | None = None,
         q: str | None = None,
+        truncated: bool | None = None,
         sort: str = "row",
         offset: int = Query(0, ge=0),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
@@ -139,9 +147,12 @@ def _samples(files: Files) -> APIRouter:
             raise HTTPException(422, f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
         if source and source not in f.sources and files.all[file].complete:
             raise HTTPException(422, f"no data_source {source!r} in {f.path}")
-        # the verdict counts are those of the other filters, so each verdict button shows its count
+        # the verdict counts are those of the other filters, so each verdict button shows its count;
+        # the truncated count likewise
         base = f.mask(source=source, min_score=min_score, max_score=max_score, query=q)
-        keep = base & (f.verdict == VERDICTS.index(verdict)) if verdict else base
+        of_verdict = base & (f.verdict == VERDICTS.index(verdict)) if verdict else base
+        of_finish = base & (f.truncated == truncated) if truncated is not None else base
+        keep = of_verdict & of_finish
         try:
             ordered = f.order(np.flatnonzero(keep), sort)
         except ValueError as exc:
@@ -149,7 +160,8 @@ def _samples(files: Files) -> APIRouter:
         page = ordered[offset : offset + limit]
         return {
             "total": len(ordered),
-            "counts": f.counts(base),
+            "counts": f.counts(of_finish),
+            "truncated": int(np.count_nonzero(f.truncated[of_verdict])),
             "offset": offset,
             "items": [f.item(int(i)) for i in page],
             "complete": files.all[file].complete,

@@ -44,8 +44,9 @@ NUMERIC_COLUMNS = {
     "length": pa.int64(),
     "prompt_hash": pa.int64(),
     "place": pa.int64(),
+    "truncated": pa.bool_(),
 }
-TEXT_COLUMNS = ("prompt_text", "response_text", "pred", "reward_json", "reason", "status")
+TEXT_COLUMNS = ("prompt_text", "response_text", "pred", "reward_json", "reason", "status", "finish")
 SCHEMA = pa.schema([*NUMERIC_COLUMNS.items(), *((name, pa.large_string()) for name in TEXT_COLUMNS)])
 
 # what a sample's outcome is, as the filters name it
@@ -70,7 +71,7 @@ class Built:
     scored: int
     partial: bool
     summary: dict[str, Any]
-    errors: list[RowError]
+    errors: list[RowError]  # the first rows' (bad_rows in the summary counts them all)
 
 
 def _decoded(value: Any) -> Any:
@@ -178,6 +179,17 @@ def verdict_of(state: RolloutState) -> int:
     return RIGHT if value is not None and value > 0 else WRONG
 
 
+def finish_of(state: RolloutState) -> tuple[str | None, bool]:
+    """How the sample's generation ended: its ``finish_reason`` (as ``judger eval`` writes it on the
+    row, else as the state carries it) and whether it was cut short (the row's ``truncated``, a
+    state's ``extra_fields["truncated"]``, or a ``length`` finish)."""
+    columns = state.extra_fields.get("columns") or {}
+    finish = columns.get("finish_reason", state.finish_reason)
+    finish = finish if isinstance(finish, str) else None
+    said = columns.get("truncated", state.extra_fields.get("truncated"))
+    return finish, said is True or finish == "length"
+
+
 def _json_text(value: Any) -> str | None:
     if value is None:
         return None
@@ -210,6 +222,7 @@ class ColumnMaker:
         names = list(self.sources)
         prompts = [_prompt_text(s) for s in states]
         hashes = [prompt_hash(names[code], prompt) for code, prompt in zip(source, prompts)]
+        finishes = [finish_of(s) for s in states]
         place = []
         for h in hashes:
             place.append(self._seen.get(h, 0))
@@ -230,6 +243,7 @@ class ColumnMaker:
             "length": [len(s.response or "") for s in states],
             "prompt_hash": hashes,
             "place": place,
+            "truncated": [cut for _, cut in finishes],
         }
         texts = {
             "prompt_text": prompts,
@@ -238,6 +252,7 @@ class ColumnMaker:
             "reward_json": [_json_text(s.reward) for s in states],
             "reason": [s.error_msg if s.status == Status.FAILED else None for s in states],
             "status": [s.status.value for s in states],
+            "finish": [finish for finish, _ in finishes],
         }
         arrays = [pa.array(numbers[name], type=kind) for name, kind in NUMERIC_COLUMNS.items()]
         arrays += [pa.array(texts[name], type=pa.large_string()) for name in TEXT_COLUMNS]
@@ -283,4 +298,4 @@ def build(
     summary: dict[str, Any] = {"input": str(path), **tally.summary(elapsed)}
     if tally.errors:
         summary["bad_row_errors"] = [{"row": e.row, "message": e.message} for e in tally.errors]
-    return Built(list(maker.sources), len(maker.groups), scored, partial, summary, tally.errors)
+    return Built(list(maker.sources), len(maker.groups), scored, partial, summary, list(tally.errors))

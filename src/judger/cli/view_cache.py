@@ -1,10 +1,12 @@
 """Where ``judger view`` keeps the indexes it built, so that a file opened again opens at once.
 
-An index is keyed by the file (its resolved path, size and modification time), by what decides the
-rewards given on the way in (the config, preset or compat mode, and whether every sample is scored
-again) and by the judger version; any change to one of them is another key, so a changed file or
-config is indexed again, never shown from a stale index. Only the most recently used indexes are
-kept.
+An index is keyed by the file (its :class:`~judger.cli.view_identity.Identity`: resolved path,
+device and inode, size, mtime and ctime), by what decides the rewards given on the way in (the
+config, preset or compat mode, and whether every sample is scored again) and by the judger version;
+any change to one of them is another key, so a changed file or config is indexed again, never shown
+from a stale index. An index found is used only if the file's content still has the fingerprint it
+was built from (what a rewrite within the clock's tick leaves in the key). Only the most recently
+used indexes are kept.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from judger.cli.view_identity import Identity
 from judger.cli.view_index import RolloutIndex
 
 # what a saved index holds changes with this: an older one is then never read back
-FORMAT = 1
+FORMAT = 2
 KEEP = 16
 
 
@@ -71,20 +74,22 @@ class IndexCache:
 
     def stem(self, path: Path, scoring: str) -> Path:
         """Where the index of ``path`` scored as ``scoring`` is kept (without its suffixes)."""
-        st = path.stat()
         from judger import __version__
 
-        key = json.dumps([FORMAT, __version__, str(path.resolve()), st.st_size, st.st_mtime_ns, scoring])
+        key = json.dumps([FORMAT, __version__, Identity.of(path).as_dict(), scoring])
         return self.directory / hashlib.sha256(key.encode()).hexdigest()[:32]
 
     def load(self, stem: Path) -> RolloutIndex | None:
-        """The index kept at ``stem``, or None when there is none (or it cannot be read: rebuilt)."""
+        """The index kept at ``stem``, or None when there is none, it cannot be read, or the file no
+        longer holds what it was built from (then it is built again)."""
         meta = stem.with_suffix(".json")
         if not meta.is_file():
             return None
         try:
             index = RolloutIndex.load(stem)
         except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+            return None
+        if not index.snapshot.still():
             return None
         os.utime(meta)  # most recently used: the last one pruned
         return index

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc
 
+from judger.cli.report import _prompt_text
 from judger.cli.view_build import (
     FAILED,
     NUMERIC_COLUMNS,
@@ -48,6 +49,8 @@ from judger.cli.view_build import (
     states_of_row,
     verdict_of,
 )
+from judger.cli.view_identity import CHANGED, FileChanged, Snapshot, changed_message
+from judger.core.rollout import RolloutState
 from judger.trainer.io import InputError, RowError, json_default
 
 __all__ = [
@@ -121,9 +124,11 @@ def _write_facts(stem: Path, facts: dict[str, Any], offsets: np.ndarray | None) 
     os.replace(_part(meta), meta)
 
 
-def _facts(path: Path, built: Built) -> dict[str, Any]:
+def _facts(path: Path, snapshot: Snapshot, built: Built) -> dict[str, Any]:
     return {
-        "path": str(path),
+        # the resolved path: the index is read back from another folder too
+        "path": snapshot.identity.path,
+        **snapshot.as_facts(),
         "parquet": _is_parquet(path),
         "partial": built.partial,
         "sources": built.sources,
@@ -145,17 +150,21 @@ def build_kept(
     """Index the whole of ``path`` into files at ``stem`` (read back by :meth:`RolloutIndex.load`),
     each chunk's columns written as they are made: the build holds one chunk's states at a time."""
     path = _checked(path)
+    snapshot = Snapshot.of(path)
     arrow = stem.with_suffix(".arrow")
     with pa.OSFile(_part(arrow), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer, _gc_paused():
         built = build(path, writer.write_batch, scorer=scorer, rescore=rescore, progress=progress)
+    offsets = None if _is_parquet(path) else line_offsets(path)
+    snapshot.after_reading(path)
     os.replace(_part(arrow), arrow)
-    _write_facts(stem, _facts(path, built), None if _is_parquet(path) else line_offsets(path))
+    _write_facts(stem, _facts(path, snapshot, built), offsets)
 
 
 class RolloutIndex:
     """One rollouts file as columns; see the module docstring."""
 
     path: Path
+    snapshot: Snapshot  # the file's content the index was built from
     parquet: bool
     partial: bool
     n: int
@@ -175,12 +184,14 @@ class RolloutIndex:
     length: np.ndarray
     prompt_hash: np.ndarray
     place: np.ndarray
+    truncated: np.ndarray
     prompt_text: Any
     response_text: Any
     pred: Any
     reward_json: Any
     reason: Any
     status: Any
+    finish: Any
 
     def __init__(
         self,
@@ -200,6 +211,7 @@ class RolloutIndex:
         keeps the texts in memory as they are (see :func:`_spilled`); a preview is never spilled.
         """
         self.path = _checked(path)
+        snapshot = Snapshot.of(self.path)
         batches: list[pa.RecordBatch] = []
         with _gc_paused():
             built = build(
@@ -215,13 +227,16 @@ class RolloutIndex:
         spill = spill and max_rows is None
         if spill:
             table = _spilled(table)
-        self._take(_facts(self.path, built), table)
+        self._take(_facts(self.path, snapshot, built), table)
+        self.path = Path(snapshot.identity.path)  # rows are read back from the file indexed
         self.offsets = None if self.parquet else line_offsets(self.path, max_rows)
+        snapshot.after_reading(self.path)
         if spill:
             _release_memory()
 
     def _take(self, facts: dict[str, Any], table: pa.Table) -> None:
         """Hold ``table``'s columns: numbers as numpy arrays, texts as they are (Arrow, maybe mapped)."""
+        self.snapshot = Snapshot.from_facts(facts)
         self.parquet, self.partial = facts["parquet"], facts["partial"]
         self.sources, self.n_groups, self.scored = facts["sources"], facts["n_groups"], facts["scored"]
         self.summary = facts["summary"]
@@ -251,7 +266,8 @@ class RolloutIndex:
             writer.write_table(table)
         os.replace(_part(arrow), arrow)
         facts = {
-            "path": str(self.path),
+            "path": self.snapshot.identity.path,
+            **self.snapshot.as_facts(),
             "parquet": self.parquet,
             "partial": self.partial,
             "sources": self.sources,
@@ -270,7 +286,7 @@ class RolloutIndex:
         if not table.schema.equals(SCHEMA):
             raise ValueError(f"{stem}: the columns of another version of judger view")
         self = cls.__new__(cls)
-        self.path = Path(facts["path"])
+        self.path = Path(facts["path"])  # resolved: the file indexed, from whatever folder
         self._take(facts, table)
         self.offsets = None if self.parquet else np.load(stem.with_suffix(".npy"), mmap_mode="r")
         return self
@@ -312,21 +328,45 @@ class RolloutIndex:
             "score": None if math.isnan(self.score[i]) else float(self.score[i]),
             "acc": (json.loads(reward) or {}).get("acc") if reward else None,
             "verdict": VERDICTS[self.verdict[i]],
-            "pred": self.pred[i].as_py(),
+            "pred": None if (pred := self.pred[i].as_py()) is None else _cut(pred, 300),
             "length": int(self.length[i]),
             "prompt": _cut(self.prompt_text[i].as_py(), 300),
             "response": _cut(self.response_text[i].as_py(), 300, tail=True),
             "reason": self.reason[i].as_py(),
+            "finish": self.finish[i].as_py(),
+            "truncated": bool(self.truncated[i]),
         }
+
+    def file_state(self) -> str:
+        """How the file stands against what was indexed: view_identity's SAME, GROWN (rows
+        appended: those indexed are still there) or CHANGED (another file at the path, or written)."""
+        return self.snapshot.state()
+
+    def read_back(self, i: int) -> RolloutState:
+        """Sample ``i`` as its row in the file holds it; :class:`FileChanged` if the file changed
+        since it was indexed (told by its identity, or by a row that is not the one indexed: a
+        rewrite within the clock's tick), never another row's text beside this one's verdict."""
+        if self.file_state() == CHANGED:
+            raise FileChanged(changed_message(self.path))
+        number = int(self.row[i])
+        try:
+            state = states_of_row(self.raw_row(number), number)[int(self.response_index[i])]
+        except (ValueError, TypeError, IndexError) as exc:  # it was read when indexed
+            raise FileChanged(changed_message(self.path)) from exc
+        if (state.response or "") != self.response_text[i].as_py() or _prompt_text(state) != self.prompt_text[
+            i
+        ].as_py():
+            raise FileChanged(changed_message(self.path))
+        return state
 
     def detail(self, i: int) -> dict[str, Any]:
         """Everything about sample ``i``: its row read back from the file, with its reward."""
-        number = int(self.row[i])
-        state = states_of_row(self.raw_row(number), number)[int(self.response_index[i])]
+        state = self.read_back(i)
         reward = self.reward_json[i].as_py()
         return {
             **self.item(i),
             "messages": state.message,
+            "pred": self.pred[i].as_py(),
             "response": state.response or "",
             "ground_truth": state.ground_truth,
             "reward": json.loads(reward) if reward else None,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from judger.cli.view_cache import IndexCache
+from judger.cli.view_identity import CHANGED, GROWN, SAME
 from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer, build_kept
 from judger.core.errors import JudgerError
 from judger.trainer.io import InputError
@@ -95,6 +96,7 @@ class LiveIndex:
     def status(self) -> dict[str, Any]:
         """What the page shows of the indexing: its phase, its count and the samples shown so far."""
         index = self._index
+        state = index.file_state() if index is not None else SAME
         return {
             "path": str(self.path),
             "complete": self.complete,
@@ -107,6 +109,10 @@ class LiveIndex:
             "samples": index.n if index is not None else 0,
             "groups": index.n_groups if index is not None else 0,
             "scored_on_load": index.scored if index is not None else 0,
+            # the file was written or replaced since (its rows no longer match what is shown), or
+            # rows were appended to it (those shown are still there)
+            "changed": state == CHANGED,
+            "grown": state == GROWN,
         }
 
 

@@ -20,7 +20,7 @@ function el(tag, attrs, ...children) {
   }
   for (const c of children) {
     if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.append(c instanceof Node ? c : plain(String(c))); // control characters shown, never acting
   }
   return node;
 }
@@ -35,36 +35,27 @@ function fmt(v) {
   return String(v);
 }
 
-// LaTeX in model text: the text goes in as text (never as HTML), then KaTeX renders the math in it
-function math(node) {
-  if (window.renderMathInElement) {
-    renderMathInElement(node, {
-      delimiters: [
-        { left: "$$", right: "$$", display: true }, { left: "\\[", right: "\\]", display: true },
-        { left: "\\(", right: "\\)", display: false }, { left: "$", right: "$", display: false },
-      ],
-      throwOnError: false,
-      errorCallback: (msg) => console.warn(msg),
-    });
-  }
-  return node;
-}
+// model text (richtext.js): its math rendered by KaTeX, each formula clipped to its own box, and
+// what KaTeX cannot render left as the text it is
+function formula(value) { return formulaCell(el("span", { class: "tex" }), value); }
 
-// an extracted answer or a gold answer is LaTeX without delimiters: rendered whole
-function formula(value) {
-  const span = el("span", { class: "tex" });
-  const source = value === null || value === undefined ? "-" : typeof value === "string" ? value : JSON.stringify(value);
-  if (window.katex) katex.render(source, span, { throwOnError: false });
-  else span.textContent = source;
-  return span;
-}
-
-function text(value, cls) { return math(el("div", { class: cls || "text" }, value === null || value === undefined ? "" : String(value))); }
+function text(value, cls) { return textCell(el("div", { class: cls || "text" }), value); }
 
 async function api(path) {
   const r = await fetch(path);
+  if (r.status === 409) { // the file changed since it was indexed: said, and nothing of it shown
+    const detail = (await r.json()).detail;
+    showChanged([detail]);
+    throw new Error(detail);
+  }
   if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
   return r.json();
+}
+
+function showChanged(messages) {
+  const box = document.getElementById("changed");
+  box.hidden = messages.length === 0;
+  box.replaceChildren(...messages.map((m) => el("div", {}, m)));
 }
 
 // --- summary --------------------------------------------------------------------------------------
@@ -121,8 +112,10 @@ function renderSummary(root, payload) {
     summaryTable(s),
   );
   if (s.bad_row_errors && s.bad_row_errors.length) {
-    root.append(el("details", { id: "bad-rows" }, el("summary", {}, `${s.bad_row_errors.length} rows could not be read`),
-      el("ul", {}, ...s.bad_row_errors.slice(0, 100).map((e) => el("li", {}, `row ${e.row}: ${e.message}`)))));
+    // the first rows' errors are kept, and how many rows in all
+    const shown = s.bad_row_errors.length < s.bad_rows ? `the first ${s.bad_row_errors.length} of ` : "";
+    root.append(el("details", { id: "bad-rows" }, el("summary", {}, `${shown}${s.bad_rows} rows could not be read`),
+      el("ul", {}, ...s.bad_row_errors.map((e) => el("li", {}, `row ${e.row}: ${e.message}`)))));
   }
   for (const [name, reasons] of Object.entries(payload.failure_reasons || {})) {
     root.append(el("h3", {}, `top failure reasons: ${name}`),
@@ -135,12 +128,17 @@ function renderSummary(root, payload) {
 
 // --- samples ---------------------------------------------------------------------------------------
 
+// how the generation ended (rows of judger eval): a response cut at max_tokens is no finished answer
+function finishCell(it) {
+  return el("td", { "data-finish": it.finish || "-" }, it.finish || "-", it.truncated ? el("span", { class: "trunc" }, " truncated") : null);
+}
+
 function verdictCell(v) { return el("td", { class: "v-" + v, "data-verdict": v }, v.replace("_", " ")); }
 
 function query() {
   const form = document.getElementById("filters");
   const params = new URLSearchParams();
-  for (const name of ["source", "min_score", "max_score", "q", "sort"]) {
+  for (const name of ["source", "min_score", "max_score", "q", "truncated", "sort"]) {
     const v = form.elements[name].value;
     if (v !== "") params.set(name, v);
   }
@@ -164,7 +162,9 @@ async function loadSamples() {
   body.replaceChildren(...data.items.map((it) => el("tr", { class: "click", "data-id": it.id, onclick: () => showGroup(it.id) },
     el("td", { class: "num" }, it.row + (it.response_index ? "." + it.response_index : "")), el("td", {}, it.data_source), verdictCell(it.verdict),
     el("td", { class: "num" }, fmt(it.score)), el("td", {}, formula(it.pred)), el("td", { class: "num" }, it.length),
-    el("td", {}, text(it.prompt)), el("td", {}, text(it.response)))));
+    finishCell(it), el("td", {}, text(it.prompt)), el("td", {}, text(it.response)))));
+  const cut = document.querySelector("#filters select[name=truncated] option[value=true]");
+  cut.textContent = `truncated (${data.truncated})`;
   document.getElementById("page").textContent = data.total ? `${data.offset + 1}-${data.offset + data.items.length} of ${data.total}` : "none";
   document.getElementById("prev").disabled = state.offset === 0;
   document.getElementById("next").disabled = state.offset + state.limit >= data.total;
@@ -177,7 +177,8 @@ function setVerdict(v) { state.verdict = v; state.offset = 0; loadSamples(); }
 function card(s, label) {
   return el("div", { class: "card", "data-id": s.id },
     el("h4", {}, label || `row ${s.row}${s.response_index ? "." + s.response_index : ""} `, el("span", { class: "v-" + s.verdict }, s.verdict)),
-    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars · extracted: `, el("span", { class: "pred" }, formula(s.pred))),
+    el("div", { class: "meta" }, `score ${fmt(s.score)} · acc ${fmt(s.acc)} · ${s.length} chars` + (s.finish ? ` · finish ${s.finish}` : "") + " · ",
+      s.truncated ? el("span", { class: "trunc" }, "truncated · ") : null, "extracted: ", el("span", { class: "pred" }, formula(s.pred))),
     s.reason ? el("div", { class: "reason" }, "failure: " + s.reason) : null,
     text(s.response, "response"));
 }
@@ -258,9 +259,18 @@ function showIndexing(meta) {
   box.replaceChildren(...busy.map((f) => el("div", { "data-phase": f.phase },
     f.error ? `indexing failed: ${f.error}` : `indexing ${f.path}: ${(PHASES[f.phase] || (() => f.phase))(f)}, ${f.elapsed_s} s; ` +
       (f.samples ? `shown meanwhile: the first ${f.samples.toLocaleString()} samples (those not scored yet count as skipped)` : "reading the first rows"))));
+  showChanged([
+    ...meta.files.filter((f) => f.changed).map((f) =>
+      `${f.path} was changed on disk since it was indexed: what is shown is the file as it was; run judger view again to see it as it is now`),
+    ...meta.files.filter((f) => f.grown).map((f) =>
+      `${f.path} has grown since it was indexed: the rows added since are not shown; run judger view again to see them`),
+  ]);
   document.getElementById("files").textContent = meta.files.map((f) => `${f.path} (${f.samples} samples${f.complete ? "" : " so far"})`).join(" vs ");
   const select = document.querySelector("#filters select[name=source]");
   const chosen = select.value;
+  // asked again every few seconds: an unchanged list is left as it is (an open list stays open)
+  if (select.dataset.sources === JSON.stringify(meta.data_sources)) return;
+  select.dataset.sources = JSON.stringify(meta.data_sources);
   select.replaceChildren(el("option", { value: "" }, "all"), ...meta.data_sources.map((s) => el("option", { value: s }, s)));
   select.value = meta.data_sources.includes(chosen) ? chosen : "";
 }
@@ -317,6 +327,11 @@ async function start() {
     shown = now;
   }
   document.body.dataset.ready = "1";
+  // the file may be written or replaced while it is viewed: the page says so within seconds
+  for (;;) {
+    await sleep(3000);
+    showIndexing(state.meta = await api("api/meta"));
+  }
 }
 
 start().catch((e) => { console.error(e); document.body.append(el("pre", { class: "reason" }, String(e))); });
