@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import judger.presets as presets
-from judger.cli.loading import load_preset
+from judger.presets.loading import load_preset
 from judger.cli.main import main
 from judger.compat.trl import judger_reward
 from judger.core.errors import ConfigError

@@ -235,7 +235,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _target(spec: dict[str, Any]) -> Any:
-    from judger.cli.loading import load_preset, load_target, parse_overrides
+    from judger.presets.loading import load_preset, load_target, parse_overrides
 
     overrides = parse_overrides(spec["overrides"])
     if spec["preset"]:
