@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from judger.compat.scoring import Scorer
+from judger.compat.scoring import Scorer, row_value
 from judger.compat.special_tokens import remove_texts, texts_for
 from judger.core.failure_reward import LOWEST, FailureRewardSetting
 from judger.core.rollout import RolloutState, Status
@@ -43,16 +43,6 @@ DEFAULT_LABEL_KEY = "answer"
 AREAL_TIMEOUT = 15.0
 """AReaL's ``AsyncRewardWrapper`` timeout (``areal/api/reward_api.py``)."""
 DEFAULT_DEADLINE = 12.0
-
-
-def row_value(row: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    """``row[key]``, a dotted key reading nested mappings (``reward_model.ground_truth``)."""
-    value: Any = row
-    for part in key.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
 
 
 class AReaLReward:

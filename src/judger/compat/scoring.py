@@ -11,7 +11,7 @@ each adapter writes where its framework keeps per-sample information and which i
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,16 @@ logger = logging.getLogger(__name__)
 
 FAILED_KEY = "judge_failed"
 FAILURE_KEY = "judge_failure"
+
+
+def row_value(row: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """``row[key]``, a dotted key reading nested mappings (``reward_model.ground_truth``)."""
+    value: Any = row
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
 
 
 @dataclass(frozen=True)
