@@ -155,8 +155,10 @@ def test_verl_default_function_scores_a_failure_as_the_routes_lowest() -> None:
 
 def test_serve_reads_failure_reward() -> None:
     assert _failure_reward("lowest") == "lowest"
-    assert _failure_reward("none") is None
     assert _failure_reward("-1") == -1.0
+    for refused in ("none", "None", "null"):  # OpenRLHF 0.11 crashes its step on a reward it never got
+        with pytest.raises(_UsageError, match="OpenRLHF 0.11 .* crashes its training step"):
+            _failure_reward(refused)
     for bad in ("nan", "inf", "low"):
         with pytest.raises(_UsageError, match="--failure-reward"):
             _failure_reward(bad)

@@ -26,6 +26,7 @@ from judger.compat.verl.router import default_judger_config
 from judger.core.errors import ConfigError
 from judger.core.judger import BaseJudger
 from judger.judgers.config import JudgerConfig
+from judger.presets import lookup
 from judger.presets.loading import load_preset, load_target
 
 ENV_VAR = "JUDGER_CONFIG"
@@ -56,6 +57,18 @@ def resolve_judger(source: Any) -> BaseJudger:
     raise TypeError(f"cannot make a judger from {type(source).__name__}: {source!r}")
 
 
+def check_name(text: str) -> None:
+    """Refuse, with the loader's message, a name :func:`resolve_judger` could not build from (nothing
+    is built: a preset's class is looked up, a file or module spec is loaded)."""
+    text = text.strip()
+    if text.startswith(("http://", "https://")) or text.lower() == "verl":
+        return
+    if _is_spec(text):
+        load_target(text)
+    else:
+        lookup(text)
+
+
 def from_environment(variable: str = ENV_VAR) -> str:
     """The judger named by ``variable``; a ConfigError saying how to set it when it is unset."""
     value = os.environ.get(variable, "").strip()
@@ -83,6 +96,8 @@ class JudgerSource:
     def __init__(self, source: Any = None, variable: str = ENV_VAR) -> None:
         self.source = source
         self.variable = variable
+        if isinstance(source, str):
+            check_name(source)  # a name no judger answers to is refused here, not at the first sample
 
     def describe(self) -> str:
         if self.source is None:

@@ -36,6 +36,8 @@ DEFAULT_TEXTS = (
     "<｜end▁of▁sentence｜>",
     # Phi, Gemma
     "<|end|>",
+    "<bos>",
+    "<eos>",
     "<end_of_turn>",
     "<start_of_turn>",
 )
@@ -51,15 +53,15 @@ def tokenizer_texts(directory: str) -> tuple[str, ...]:
 
 
 def texts_for(strip: Sequence[str] | None = None, tokenizer: str | None = None) -> tuple[str, ...]:
-    """The texts to remove: ``tokenizer``'s special tokens (default ``$JUDGER_TOKENIZER``) and
-    ``strip``; :data:`DEFAULT_TEXTS` when neither is given. Longest first, so a text holding another
-    goes whole."""
-    tokenizer = tokenizer or os.environ.get(TOKENIZER_ENV) or None
-    texts = set(tokenizer_texts(tokenizer)) if tokenizer else set()
-    if strip is not None:
-        texts.update(t for t in strip if t)
-    elif not tokenizer:
-        texts.update(DEFAULT_TEXTS)
+    """The texts to remove: ``strip`` and ``tokenizer``'s special tokens when either is given; else
+    those of the tokenizer in ``$JUDGER_TOKENIZER``, else :data:`DEFAULT_TEXTS`. Longest first, so
+    a text holding another goes whole."""
+    if strip is None and tokenizer is None:
+        tokenizer = os.environ.get(TOKENIZER_ENV) or None
+        texts = set(tokenizer_texts(tokenizer)) if tokenizer else set(DEFAULT_TEXTS)
+    else:
+        texts = set(tokenizer_texts(tokenizer)) if tokenizer else set()
+        texts.update(t for t in strip or () if t)
     return tuple(sorted(texts, key=lambda t: (-len(t), t)))
 
 
