@@ -74,7 +74,10 @@ def test_areal_scores_through_its_process_pool(workflow: Any) -> None:
     assert areal_reward(workflow, "so \\boxed{42}", row) == 1.0
     assert areal_reward(workflow, "so \\boxed{41}", row) == 0.0
     # AReaL's completion still ends in the stop token's text, read off the tokenizer's directory
-    assert workflow.tokenizer.decode(workflow.tokenizer.encode("x") + [workflow.tokenizer.eos_token_id]) == "x<eos>"
+    assert (
+        workflow.tokenizer.decode(workflow.tokenizer.encode("x") + [workflow.tokenizer.eos_token_id])
+        == "x<eos>"
+    )
 
 
 def test_special_token_text_is_removed_not_cut_at(workflow: Any, tokenizer_dir: Path) -> None:
@@ -94,7 +97,12 @@ def test_a_failed_sample_gets_the_lowest_score_not_an_exception(workflow: Any) -
     # no label column: AReaL passes the row as keywords; the sample fails with the reason logged
     assert areal_reward(workflow, "Answer: 42", {"messages": []}, dapo) == -1.0
     assert areal_reward(workflow, "Answer: 42", {"messages": [], "answer": None}, dapo) == -1.0
-    assert areal_reward(workflow, "Answer: 42", {"solution": "42"}, make_reward_fn("dapomath", label_key="solution")) == 1.0
+    assert (
+        areal_reward(
+            workflow, "Answer: 42", {"solution": "42"}, make_reward_fn("dapomath", label_key="solution")
+        )
+        == 1.0
+    )
 
 
 def test_a_slow_sample_ends_at_the_adapters_deadline_not_areals_timeout(workflow: Any) -> None:

@@ -35,7 +35,9 @@ class FixedEngine:
 
 
 @pytest.fixture
-def judger_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, byte_tokenizer_factory: Any) -> Iterator[Path]:
+def judger_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, byte_tokenizer_factory: Any
+) -> Iterator[Path]:
     byte_tokenizer_factory(tmp_path / "tok")
     monkeypatch.setenv("JUDGER_CONFIG", "dapomath")  # lowest score -1: a failure must not pay 0
     monkeypatch.setenv("JUDGER_TOKENIZER", str(tmp_path / "tok"))
@@ -86,7 +88,9 @@ def test_openrlhf_loads_and_calls_the_reward_file(how: str, judger_config: Path,
     assert sorted(right["extra_logs"]) == sorted(wrong["extra_logs"]) == ["acc", "judge_failed"]
 
 
-def test_a_failed_sample_gets_a_number_and_never_crashes_the_step(judger_config: Path, tokenizer: Any) -> None:
+def test_a_failed_sample_gets_a_number_and_never_crashes_the_step(
+    judger_config: Path, tokenizer: Any
+) -> None:
     reward_file = judger_openrlhf.__file__
     # "" is OpenRLHF's label for a prompt without one: no label, a failed sample, the lowest score
     failed = run_sample(reward_file, tokenizer, "user: Q\nassistant: ", "Answer: 42", "")

@@ -102,7 +102,10 @@ def test_make_reward_and_the_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
     reward = slime.make_reward(GSM8KJudgerConfig())
     sample = Sample(prompt="Q", response="#### 7", label="7", metadata={"data_source": "openai/gsm8k"})
     state = slime.sample_state(sample.prompt, sample.response, sample.label, sample.metadata)
-    assert state.data_source == "openai/gsm8k" and state.extra_fields["extra_info"]["data_source"] == "openai/gsm8k"
+    assert (
+        state.data_source == "openai/gsm8k"
+        and state.extra_fields["extra_info"]["data_source"] == "openai/gsm8k"
+    )
     assert asyncio.run(reward(args_for(), sample)) == 1.0
 
 
