@@ -65,7 +65,7 @@ def areal_reward(workflow: Any, completion: str, row: dict[str, Any], reward_fn:
         workflow.reward_fn = import_from_string(workflow.reward_fn)
     workflow.async_reward_fn = AsyncRewardWrapper(reward_fn if reward_fn is not None else workflow.reward_fn)
     prompt_ids = tok.encode("What is 6 x 7?")
-    resp = ModelResponse(input_tokens=prompt_ids, output_tokens=tok.encode(completion) + [tok.eos_token_id])
+    resp = ModelResponse(input_tokens=prompt_ids, output_tokens=[*tok.encode(completion), tok.eos_token_id])
     return float(asyncio.run(workflow._compute_rewards(resp, tok.decode(prompt_ids), row)))
 
 
@@ -75,7 +75,7 @@ def test_areal_scores_through_its_process_pool(workflow: Any) -> None:
     assert areal_reward(workflow, "so \\boxed{41}", row) == 0.0
     # AReaL's completion still ends in the stop token's text, read off the tokenizer's directory
     assert (
-        workflow.tokenizer.decode(workflow.tokenizer.encode("x") + [workflow.tokenizer.eos_token_id])
+        workflow.tokenizer.decode([*workflow.tokenizer.encode("x"), workflow.tokenizer.eos_token_id])
         == "x<eos>"
     )
 

@@ -95,7 +95,7 @@ def test_worker_cls_returns_the_three_tensors_rolls_rule_workers_return(
     import torch
 
     monkeypatch.setenv("JUDGER_CONFIG", "dapomath")  # from the domain's system_envs
-    cls = getattr(importlib.import_module("judger.compat.roll"), "JudgerRewardWorker")
+    cls = importlib.import_module("judger.compat.roll").JudgerRewardWorker
     assert cls.__module__ == "judger.compat.roll" and roll.JudgerRewardWorker is cls
     dispatch = roll_modules["Dispatch"]
     assert roll_modules["registered"]["compute_rewards"] == (dispatch.DP_MP_COMPUTE, False)
@@ -114,7 +114,7 @@ def test_worker_cls_returns_the_three_tensors_rolls_rule_workers_return(
     # the response's tokens, padding and end token dropped by the mask-free path: DAPO reads "42"
     states = worker.judger_rewards.states(data.batch, data.non_tensor_batch)
     assert states[0].response == "Answer: 42"
-    assert states[0].response_ids == tokenizer.encode("Answer: 42") + [tokenizer.eos_token_id]
+    assert states[0].response_ids == [*tokenizer.encode("Answer: 42"), tokenizer.eos_token_id]
 
 
 def test_without_roll_the_worker_says_what_it_needs() -> None:

@@ -114,10 +114,10 @@ async def remote_rm(url: str, sample: Sample) -> Any:
     label}``, ``raise_for_status()`` (slime retries any non-200 ten times, then ends the rollout),
     and the JSON reply is the reward."""
     payload = {"prompt": sample.prompt, "response": sample.response, "label": sample.label}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
-        async with session.post(url, json=payload) as resp:
-            resp.raise_for_status()
-            return await resp.json()
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.post(url, json=payload) as resp:
+        resp.raise_for_status()
+        return await resp.json()
 
 
 def test_remote_rm_body_on_judger_serve() -> None:

@@ -216,9 +216,7 @@ def _failure_reward(text: str) -> float | str:
     try:
         return check_failure_reward(float(text), "--failure-reward")
     except ValueError:
-        raise _UsageError(
-            f"--failure-reward: expected 'lowest' or a finite number, got {text!r}"
-        ) from None
+        raise _UsageError(f"--failure-reward: expected 'lowest' or a finite number, got {text!r}") from None
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:
