@@ -10,6 +10,7 @@ other judgers come through ``make_reward_fn``, whose function pickles with its s
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import pytest
 from judger import JudgerConfig
 from judger.compat.areal import AReaLReward, make_reward_fn
 
-pytest.importorskip("areal")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("areal") is None, reason="AReaL is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +41,12 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory, byte_tokenizer_facto
 
 
 @pytest.fixture(scope="module")
-def workflow(tokenizer_dir: Path) -> Any:
+def workflow(tokenizer_dir: Path, areal_logging: None) -> Iterator[Any]:
     from areal.api.cli_args import GenerationHyperparameters
     from areal.workflow.rlvr import RLVRWorkflow
 
     # the string form, as an AReaL config names it: AReaL imports it on the first episode
-    return RLVRWorkflow(
+    yield RLVRWorkflow(
         reward_fn="judger.compat.areal.reward_fn",
         gconfig=GenerationHyperparameters(max_new_tokens=16),
         tokenizer=str(tokenizer_dir),

@@ -5,6 +5,7 @@ it no longer has) fails here."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import textwrap
 from collections.abc import Callable
@@ -13,11 +14,15 @@ import pytest
 
 Table = dict[tuple[str, ...], str]
 
-pytest.importorskip("areal")
-pytest.importorskip("openrlhf")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("areal") is None or importlib.util.find_spec("openrlhf") is None,
+    reason="AReaL or OpenRLHF is not installed",
+)
 
 
-def test_areal_table_lists_what_its_reward_fn_gets(parity_table: Callable[[str], Table]) -> None:
+def test_areal_table_lists_what_its_reward_fn_gets(
+    parity_table: Callable[[str], Table], areal_logging: None
+) -> None:
     from areal.api.reward_api import reward_fn
     from areal.workflow.rlvr import RLVRWorkflow
 
