@@ -2,7 +2,8 @@
 #   make example   score the bundled example rollouts with `judger score`
 #   make test      the whole suite, then the Python 3.10, client, browser and serving tiers (what CI
 #                  runs); each tier's time and the total at the end
-#   make test-clients  the client tier: judger inside verl's and TRL's own code, in .venv-clients
+#   make test-clients  the client tier: judger inside verl's, TRL's, AReaL's and OpenRLHF's own code
+#                      (and the calls slime, NeMo-RL, ROLL and rLLM make), in .venv-clients
 #   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
 PYTHON ?= python3
 VENV := .venv
@@ -48,6 +49,12 @@ CLIENTS_BIN := $(CLIENTS_VENV)/bin
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 TORCH_FLAGS ?=
 CLIENT_PACKAGES := 'verl==0.9.1' 'trl>=1.13' 'math-verify>=0.7'
+# AReaL 1.0.4 and OpenRLHF 0.11.2 pin GPU stacks that do not install here (flash-attn, deepspeed,
+# sglang, vllm, a transformers older than verl's): they go in without their dependencies, with the
+# few packages their reward-calling code imports (AReaL's AsyncRewardWrapper and RLVRWorkflow,
+# OpenRLHF's agent executor)
+CLIENT_NO_DEPS := 'areal==1.0.4' 'openrlhf==0.11.2'
+CLIENT_NO_DEPS_IMPORTS := colorlog tenacity flask lark numba einops aiofiles openai aiohttp
 
 $(STAMP): pyproject.toml | sandbox-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,7 +68,8 @@ $(CLIENTS_STAMP): pyproject.toml
 	$(CLIENTS_BIN)/python -m pip install --quiet --upgrade pip
 	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu'
 	$(CLIENTS_BIN)/python -m pip install --quiet $(TORCH_FLAGS) 'torch==2.13.0+cpu' \
-		$(CLIENT_PACKAGES) -e '.[all,dev]'
+		$(CLIENT_PACKAGES) $(CLIENT_NO_DEPS_IMPORTS) -e '.[all,dev]'
+	$(CLIENTS_BIN)/python -m pip install --quiet --no-deps $(CLIENT_NO_DEPS)
 	touch $(CLIENTS_STAMP)
 	@$(call built,$(CLIENTS_VENV))
 
@@ -125,7 +133,7 @@ test-py310: $(STAMP310)
 
 # the tier, then judger's own suite (its clients_env tests) in the trainers' environment
 test-clients: $(CLIENTS_STAMP)
-	@$(call timed,tier,client tier (judger inside verl and TRL),$(CLIENTS_BIN)/pytest -q tests/clients)
+	@$(call timed,tier,client tier (judger inside the trainers' code),$(CLIENTS_BIN)/pytest -q tests/clients)
 	@$(call timed,suite,verl's environment (clients_env tests),$(call suite,$(CLIENTS_BIN)/pytest,clients_env and not slow,tests --ignore=tests/clients))
 
 # `judger view` in a real browser: Playwright in its own environment drives the system Chromium

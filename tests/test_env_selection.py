@@ -36,7 +36,7 @@ SURFACES: dict[str, tuple[str, ...]] = {
         "judger.core.deadlines", "judger.server.guard",
         # judger's parsing: answer extraction and grading, verdicts, rows, user code it loads
         "judger.scorers", "judger.presets", "judger.compat", "judger.verifiers.verdicts",
-        "judger.cli.loading", "judger.trainer.io", "judger.trainer.metrics",
+        "judger.trainer.io", "judger.trainer.metrics",
     ),
     "clients_env": (
         # hydra-core (so verl) pins antlr4-python3-runtime 4.9.3, under latex2sympy: MATH grading

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from judger import JudgerConfig
-from judger.cli.loading import load_preset, load_target, parse_overrides
+from judger.presets.loading import load_preset, load_target, parse_overrides
 
 pytestmark = pytest.mark.py310
 

@@ -7,6 +7,8 @@ these tests are skipped as a whole (the main suite never imports verl, torch or 
 from __future__ import annotations
 
 import importlib.util
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,23 @@ def tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def byte_tokenizer_factory() -> Any:
     return byte_tokenizer
+
+
+@pytest.fixture(scope="module")
+def areal_logging() -> Iterator[None]:
+    """Importing AReaL replaces logging's root logger and manager and applies its dictConfig, which
+    disables every logger already made, each time one of its modules gets a logger: import AReaL
+    under this fixture, and logging is put back as it was after the module's tests."""
+    saved = (logging.root, logging.Logger.root, logging.Logger.manager)
+    root_state = (list(logging.root.handlers), logging.root.level)
+    loggers = {
+        name: (lg.disabled, lg.level, list(lg.handlers), lg.propagate)
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    yield
+    logging.root, logging.Logger.root, logging.Logger.manager = saved
+    logging.root.handlers[:], logging.root.level = root_state
+    for name, (disabled, level, handlers, propagate) in loggers.items():
+        lg = logging.getLogger(name)
+        lg.disabled, lg.level, lg.handlers[:], lg.propagate = disabled, level, handlers, propagate

@@ -155,8 +155,20 @@ def test_verl_default_function_scores_a_failure_as_the_routes_lowest() -> None:
 
 def test_serve_reads_failure_reward() -> None:
     assert _failure_reward("lowest") == "lowest"
-    assert _failure_reward("none") is None
     assert _failure_reward("-1") == -1.0
+    for refused in ("none", "None", "null"):  # OpenRLHF 0.11 crashes its step on a reward it never got
+        with pytest.raises(_UsageError, match="OpenRLHF 0.11 .* crashes its training step"):
+            _failure_reward(refused)
     for bad in ("nan", "inf", "low"):
         with pytest.raises(_UsageError, match="--failure-reward"):
             _failure_reward(bad)
+
+
+def test_serve_refuses_failure_reward_none_saying_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """OpenRLHF 0.11.2 retries a 5xx 5 times, then leaves the sample's reward None and its step
+    crashes on it (``experience_maker.py``: ``Experience.rewards.to()``): refused before serving."""
+    from judger.cli.main import main
+
+    assert main(["serve", "--preset", "gsm8k", "--failure-reward", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "--failure-reward none is refused" in err and "Experience.rewards" in err and "'lowest'" in err

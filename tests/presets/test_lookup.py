@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 import judger.presets as presets
-from judger.cli.loading import load_preset
 from judger.cli.main import main
 from judger.compat.trl import judger_reward
 from judger.core.errors import ConfigError
+from judger.presets.loading import load_preset
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 

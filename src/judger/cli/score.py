@@ -21,7 +21,6 @@ from functools import partial
 from typing import Any
 
 from judger.cli import process
-from judger.cli.loading import ConfigError, load_preset, load_target
 from judger.cli.pools import close_shared_pool, size_process_pool, start_pools
 from judger.cli.report import progress_bar, render_examples, render_summary
 from judger.core.errors import NoResponseError
@@ -29,6 +28,7 @@ from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import BaseJudger, gather_bounded
 from judger.core.rollout import Status
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
+from judger.presets.loading import ConfigError, load_preset, load_target
 
 EXIT_OK = 0
 EXIT_BAD_ROWS = 1

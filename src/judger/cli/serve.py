@@ -100,9 +100,10 @@ def _add_get_reward_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--failure-reward",
         default="lowest",
-        help="/get_reward's reward for a sample the judger failed on: 'lowest' (default: the lowest "
-        "score the judger gives it, 0.0 where it declares none), a number, or 'none': answer 5xx "
-        "instead, so OpenRLHF retries",
+        help="the reward /get_reward (and slime's /reward body) gives a sample the judger failed on: "
+        "'lowest' (default: the lowest score the judger gives it, 0.0 where it declares none) or a "
+        "number. ('none' is refused: OpenRLHF 0.11 crashes its training step on a reward it could "
+        "not get)",
     )
     group.add_argument(
         "--log-key",
@@ -195,20 +196,27 @@ def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
     return [args.host]
 
 
-def _failure_reward(text: str) -> float | str | None:
+NO_FAILURE_REWARD = (
+    "--failure-reward none is refused: it answered 5xx for a failed sample, and OpenRLHF 0.11 retries "
+    "that 5 times, then leaves the sample's reward None and crashes its training step on it "
+    "(Experience.rewards.to() in compute_advantages_and_returns). Use 'lowest' (the default: a "
+    "failure never pays more than a wrong answer) or a number; the failure is still reported, in "
+    "extra_logs['judge_failed'] and 'failures'"
+)
+
+
+def _failure_reward(text: str) -> float | str:
     from judger.core.failure_reward import LOWEST, check_failure_reward
 
     word = text.strip().lower()
     if word in ("none", "null"):
-        return None
+        raise _UsageError(NO_FAILURE_REWARD)
     if word == LOWEST:
         return LOWEST
     try:
         return check_failure_reward(float(text), "--failure-reward")
     except ValueError:
-        raise _UsageError(
-            f"--failure-reward: expected 'lowest', a finite number or 'none', got {text!r}"
-        ) from None
+        raise _UsageError(f"--failure-reward: expected 'lowest' or a finite number, got {text!r}") from None
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -235,7 +243,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _target(spec: dict[str, Any]) -> Any:
-    from judger.cli.loading import load_preset, load_target, parse_overrides
+    from judger.presets.loading import load_preset, load_target, parse_overrides
 
     overrides = parse_overrides(spec["overrides"])
     if spec["preset"]:

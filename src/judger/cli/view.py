@@ -122,7 +122,7 @@ def _check_file(path: str) -> str | None:
 def _check_config(args: argparse.Namespace) -> str | None:
     """A config or preset that cannot be built, said before the server starts."""
     from judger.cli import score
-    from judger.cli.loading import ConfigError
+    from judger.presets.loading import ConfigError
 
     if args.compat and (args.config or args.preset):
         return "--compat applies to the default config only (drop -c / --preset)"

@@ -34,13 +34,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from judger.compat.source import resolve_judger
 from judger.compat.verl.batch import FailureLog
-from judger.compat.verl.router import default_judger_config
 from judger.core import loops
 from judger.core.failure_reward import FailureReward, FailureRewardSetting
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
-from judger.judgers.config import JudgerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -72,24 +71,6 @@ def default_name(source: Any, judger: BaseJudger) -> str:
     base = f"judger_{stem}"
     _names_taken[base] = count = _names_taken.get(base, 0) + 1
     return base if count == 1 else f"{base}_{count}"
-
-
-def resolve_judger(source: Any) -> BaseJudger:
-    """A judger from a judger, a config (anything with ``build()``), a preset name, ``"verl"`` (verl's
-    dispatch by ``data_source``) or an ``http(s)://`` URL of a reward endpoint."""
-    if isinstance(source, BaseJudger):
-        return source
-    if hasattr(source, "build") and not isinstance(source, (str, type)):
-        return source.build()
-    if isinstance(source, str):
-        if source.startswith(("http://", "https://")):
-            return JudgerConfig(judger_name="remote", reward_handler=source).build()
-        if source.lower() == "verl":
-            return default_judger_config().build()
-        from judger.presets import lookup
-
-        return lookup(source)().build()  # unknown: the CLI's and the server's error, word for word
-    raise TypeError(f"cannot make a judger from {type(source).__name__}: {source!r}")
 
 
 def completion_text(completion: Any) -> str:

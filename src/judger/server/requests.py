@@ -73,6 +73,46 @@ def reward_state(body: Any) -> RolloutState:
     )
 
 
+SLIME_FIELDS = ("prompt", "response", "label")
+
+
+def reward_request(body: Any) -> tuple[RolloutState, bool]:
+    """``/reward``'s body -> (its state, whether it is slime's ``remote_rm`` body).
+
+    slime POSTs ``{"prompt", "response", "label"}`` (``prompt`` a string or chat messages), which
+    no seeds' body has: a body with ``prompt`` is slime's, checked by :func:`slime_state`."""
+    if isinstance(body, dict) and "prompt" in body:
+        return slime_state(body), True
+    return reward_state(body), False
+
+
+def slime_state(body: dict[str, Any]) -> RolloutState:
+    """slime's ``remote_rm`` body: ``{"prompt", "response", "label"}`` -> one state."""
+    unknown = body.keys() - set(SLIME_FIELDS)
+    if unknown:
+        names = ", ".join(echo(k) for k in sorted(unknown)[:5])
+        raise BodyError(f"body: unknown field(s) {names}; slime's body has prompt, response, label")
+    if "response" not in body:
+        raise BodyError("response: Field required (the model's response text, or null)")
+    response, prompt = body["response"], body["prompt"]
+    if response is not None and not isinstance(response, str):
+        raise BodyError(f"response: expected a string or null, got {type(response).__name__}")
+    if prompt is None or isinstance(prompt, str):
+        message = [{"role": "user", "content": prompt}] if prompt else []
+    elif isinstance(prompt, list):
+        message = [_object(m, f"prompt[{i}]") for i, m in enumerate(prompt)]
+    else:
+        raise BodyError(
+            f"prompt: expected a string, a list of chat messages or null, got {type(prompt).__name__}"
+        )
+    return RolloutState(
+        message=message,
+        response=response,
+        reward_model={"ground_truth": body.get("label")},
+        status=Status.COMPLETED,
+    )
+
+
 _fields: frozenset[str] = frozenset()
 _states: TypeAdapter[list[RolloutState]] | None = None
 

@@ -1,6 +1,7 @@
-"""Finding the judger a command runs: a config in a Python file, a module, or a preset.
+"""Finding the judger a name asks for: a config in a Python file, a module, or a preset.
 
-Shared by ``judger score`` and ``judger serve``.
+Shared by ``judger score`` and ``judger serve`` (``-c``, ``--preset``) and by the trainer adapters
+of :mod:`judger.compat` (their ``JUDGER_CONFIG``), so every way of naming a judger reads the same.
 """
 
 from __future__ import annotations
