@@ -7,6 +7,7 @@ concerns and, where there is one, the fix.
      +-- NoResponseError (ValueError)      a sample with a null response: nothing to judge
      +-- RoutingError                      a data_source no branch of a ComposedJudger takes
      +-- InputError (ValueError)           an input file as a whole cannot be read
+     |    +-- FileChanged                  `judger view`'s file changed since it was indexed
      +-- JudgeTimeoutError (TimeoutError)  a judge call overran its deadline
      +-- JudgerOutputError (TypeError)     a judger returned something that is not a reward dict
      +-- HandlerHTTPError                  a URL reward handler gave up (URL and last status)

@@ -14,6 +14,23 @@ OPEN = "<think>"
 CLOSE = "</think>"
 
 
+OPENING = 64
+"""How far into a response a reasoning model's opening ``<think>`` is looked for by :func:`may_reason`."""
+
+
+def may_reason(text: str, window: int) -> bool:
+    """Whether a scorer that reads only the last ``window`` characters must cut ``text`` with
+    :func:`committed_text` first: a tag stands in the window, or ``<think>`` opens the response.
+
+    Two short scans instead of one over the whole text (a GSM8K response is scored in about the time
+    a full scan takes). What they miss is a ``<think>`` opened further in and never closed ahead of
+    the window: cutting there could only take an answer away, so a response gains nothing by it.
+    """
+    return text.find("think>", max(0, len(text) - window - len(CLOSE))) >= 0 or (
+        text.find(OPEN, 0, OPENING) >= 0
+    )
+
+
 def committed_text(text: str) -> str:
     """``text`` after its last ``</think>``, and before a ``<think>`` left open after that."""
     close = text.rfind(CLOSE)
