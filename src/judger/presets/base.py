@@ -121,7 +121,7 @@ class ScorerJudger(BatchJudger):
         if response is None:  # the sample fails (captured per on_error), it is not scored
             raise NoResponseError()
         if self.response_window is not None and len(response) > self.response_window:
-            if self.options.get("compat") is None and may_reason(response, self.response_window):
+            if self.options.get("compat") is None and may_reason(response):
                 # the window is of the committed text: reasoning cut off before it would look
                 # committed once its opening tag falls outside
                 response = committed_text(response)

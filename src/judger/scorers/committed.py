@@ -18,17 +18,15 @@ OPENING = 64
 """How far into a response a reasoning model's opening ``<think>`` is looked for by :func:`may_reason`."""
 
 
-def may_reason(text: str, window: int) -> bool:
-    """Whether a scorer that reads only the last ``window`` characters must cut ``text`` with
-    :func:`committed_text` first: a tag stands in the window, or ``<think>`` opens the response.
+def may_reason(text: str) -> bool:
+    """Whether :func:`committed_text` can differ from ``text`` where it matters: a ``</think>``
+    anywhere, or a ``<think>`` opening the response (within :data:`OPENING` characters).
 
-    Two short scans instead of one over the whole text (a GSM8K response is scored in about the time
-    a full scan takes). What they miss is a ``<think>`` opened further in and never closed ahead of
-    the window: cutting there could only take an answer away, so a response gains nothing by it.
+    One scan of the text for the longer tag instead of two: a GSM8K response is scored in about the
+    time a scan takes. What it misses is a ``<think>`` opened further in and never closed; cutting
+    there could only take an answer away, so a response gains nothing by it.
     """
-    return text.find("think>", max(0, len(text) - window - len(CLOSE))) >= 0 or (
-        text.find(OPEN, 0, OPENING) >= 0
-    )
+    return CLOSE in text or OPEN in text[:OPENING]
 
 
 def committed_text(text: str) -> str:
