@@ -274,7 +274,7 @@ async def test_scratch_directory_is_a_private_tmpfs_and_leaves_nothing_on_the_ho
     seen: list[str] = []
 
     def check(index: int, report: dict) -> TestOutcome:
-        seen.append(report.get("stdout", "").strip())
+        seen.append(report.get("stdout", b"").decode().strip())
         return TestOutcome("passed")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a host-side scratch would go

@@ -174,7 +174,7 @@ async def test_a_raw_clone_thread_bomb_stops_at_the_task_limit() -> None:
     def keep(index: int, report: dict[str, object]) -> object:
         from judger.runtime.sandbox.runner import TestOutcome
 
-        seen["stdout"] = str(report.get("stdout", ""))
+        seen["stdout"] = bytes(report.get("stdout", b"")).decode()  # type: ignore[arg-type]
         return TestOutcome("passed")
 
     from judger.runtime.sandbox.runner import run_tests

@@ -3,8 +3,15 @@
 Each sandbox's processes are placed in a fresh cgroup (under the judge's own, in a
 ``judger-sandbox`` folder) before the first of the program's instructions runs, with ``pids.max``
 (threads count: a raw ``clone(CLONE_THREAD)`` bomb stops there) and a memory limit over all of
-its processes and its scratch tmpfs. At the end the host kills whatever is left in it
-(``cgroup.kill`` on cgroup v2; on v1 every listed process, until none is) and removes it.
+its processes and its scratch tmpfs, swap included (v2 ``memory.swap.max``, v1
+``memory.memsw.limit_in_bytes`` where swap is accounted) and, on v1, TCP buffers
+(``memory.kmem.tcp.limit_in_bytes``: v1 charges a cgroup's sockets only once that is set; v2
+counts them in ``memory.max``). At the end the host kills whatever is left in it (``cgroup.kill``
+on cgroup v2; on v1 every listed process, until none is) and removes it.
+
+Folders are named ``s-<judge pid>-<random>``. A judge removes those of its own that no live
+sandbox holds (:func:`sweep_own`), and on its first sandbox those of judges that are no longer
+running, or older than five minutes.
 
 Both hierarchies are handled: v2 where the judge's cgroup delegates the ``pids`` controller (the
 judge's own cgroup must then hold no process, or be the root), else v1's ``pids`` (and
@@ -20,10 +27,14 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 FOLDER = "judger-sandbox"
 _STALE_S = 300.0
+# what a sandbox's TCP sockets may hold on cgroup v1: the seccomp filter refuses them anyway
+TCP_BYTES = 16 << 20
+_live: set[str] = set()  # names of the folders of this process's sandboxes not yet removed
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ class SandboxCgroup:
 
     def __init__(self, layout: _Layout, name: str) -> None:
         self.version = layout.version
+        self.name = name
         self.folders = [os.path.join(layout.pids, name)]
         if layout.memory is not None:
             self.folders.append(os.path.join(layout.memory, name))
@@ -143,6 +155,7 @@ class SandboxCgroup:
             handle.write(value)
 
     def create(self, tasks: int, memory_bytes: int) -> None:
+        _live.add(self.name)
         for folder in self.folders:
             os.mkdir(folder, 0o700)
         self._write(self.folders[0], "pids.max", str(tasks))
@@ -151,7 +164,13 @@ class SandboxCgroup:
                 self._write(self.folders[0], "memory.max", str(memory_bytes))
                 self._write(self.folders[0], "memory.swap.max", "0")
         elif len(self.folders) > 1:
-            self._write(self.folders[1], "memory.limit_in_bytes", str(memory_bytes))
+            memory = self.folders[1]
+            self._write(memory, "memory.limit_in_bytes", str(memory_bytes))
+            # absent where the kernel does not account swap / TCP per cgroup (then said in the README)
+            with contextlib.suppress(FileNotFoundError):
+                self._write(memory, "memory.memsw.limit_in_bytes", str(memory_bytes))
+            with contextlib.suppress(FileNotFoundError):
+                self._write(memory, "memory.kmem.tcp.limit_in_bytes", str(TCP_BYTES))
 
     def attach(self, pid: int) -> None:
         """Move ``pid`` (not yet running the program) into every folder."""
@@ -189,12 +208,22 @@ class SandboxCgroup:
                 pass
             except OSError:
                 done = False
+        if done:
+            _live.discard(self.name)
         return done
 
 
-def _sweep(layout: _Layout) -> None:
-    """Remove empty folders left by judges that died before removing theirs."""
-    now = time.time()
+def _judge_gone(name: str) -> bool:
+    """Whether the judge that made folder ``name`` (``s-<pid>-...``) is no longer running."""
+    try:
+        pid = int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return False
+    return pid != os.getpid() and not os.path.exists(f"/proc/{pid}")
+
+
+def _sweep(layout: _Layout, doomed: Callable[[str, str], bool]) -> None:
+    """Remove the empty folders ``doomed(name, path)`` picks (rmdir fails while a process is in one)."""
     for parent in (layout.pids, layout.memory):
         if parent is None:
             continue
@@ -202,14 +231,27 @@ def _sweep(layout: _Layout) -> None:
             for name in os.listdir(parent):
                 path = os.path.join(parent, name)
                 with contextlib.suppress(OSError):
-                    if os.path.isdir(path) and now - os.stat(path).st_mtime > _STALE_S:
-                        os.rmdir(path)  # fails while a process is in it
+                    if name.startswith("s-") and os.path.isdir(path) and doomed(name, path):
+                        os.rmdir(path)
+
+
+def _stale(name: str, path: str) -> bool:
+    return _judge_gone(name) or time.time() - os.stat(path).st_mtime > _STALE_S
 
 
 @functools.lru_cache(maxsize=1)
 def _swept(layout: _Layout) -> bool:
-    _sweep(layout)
+    _sweep(layout, _stale)
     return True
+
+
+def sweep_own() -> None:
+    """Remove this judge's folders that no live sandbox holds (a sample whose teardown never ran)."""
+    layout = _layout()
+    if isinstance(layout, str):
+        return
+    prefix = f"s-{os.getpid()}-"
+    _sweep(layout, lambda name, path: name.startswith(prefix) and name not in _live)
 
 
 def create(tasks: int, memory_bytes: int) -> SandboxCgroup | None:
