@@ -195,13 +195,9 @@ def _same_token(got: str, want: str) -> bool:
 def _same_token_bytes(got: bytes, want: str, want_bytes: bytes) -> bool:
     if got == want_bytes:
         return True
-    try:
-        # strict: a token with invalid UTF-8 is no number, and is never decoded whole (replacing
-        # each invalid byte costs the judge far more than the byte)
-        text = got.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return _same_token(text, want)
+    # a number the program wrote is ASCII; nothing else is decoded (invalid UTF-8, replaced byte by
+    # byte, costs the judge far more than its size)
+    return got.isascii() and _same_token(got.decode("ascii"), want)
 
 
 def same_stdout(got: str | bytes, want: str) -> bool:
@@ -237,7 +233,7 @@ def _checker(suite: TestSuite, compat: Literal["verl"] | None) -> Any:
             return TestOutcome("passed")
         if suite.mode == "stdin":
             stdout = report.get("stdout", b"")
-            if not isinstance(stdout, (str, bytes)):
+            if not isinstance(stdout, (str, bytes, bytearray)):
                 stdout = str(stdout)
             ok = same_stdout(stdout, suite.expected[index])
             return TestOutcome("passed") if ok else TestOutcome("failed", "wrong answer")

@@ -9,9 +9,10 @@ its processes and its scratch tmpfs, swap included (v2 ``memory.swap.max``, v1
 counts them in ``memory.max``). At the end the host kills whatever is left in it (``cgroup.kill``
 on cgroup v2; on v1 every listed process, until none is) and removes it.
 
-Folders are named ``s-<judge pid>-<random>``. A judge removes those of its own that no live
-sandbox holds (:func:`sweep_own`), and on its first sandbox those of judges that are no longer
-running, or older than five minutes.
+Folders are named ``s-<judge pid>-<random>``. A live judge removes (:func:`sweep`) its own that no
+live sandbox holds, and every empty one a minute old or older, whoever made it (a judge that died,
+in this PID namespace or another sharing the hierarchy: a folder is empty before its sandbox is
+placed in it only for the seconds of a start-up, and rmdir fails on one a process is in).
 
 Both hierarchies are handled: v2 where the judge's cgroup delegates the ``pids`` controller (the
 judge's own cgroup must then hold no process, or be the root), else v1's ``pids`` (and
@@ -31,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 FOLDER = "judger-sandbox"
-_STALE_S = 300.0
+# an empty folder this old is left over: a sandbox is placed in its folder within its start-up
+_STALE_S = 60.0
 # what a sandbox's TCP sockets may hold on cgroup v1: the seccomp filter refuses them anyway
 TCP_BYTES = 16 << 20
 _live: set[str] = set()  # names of the folders of this process's sandboxes not yet removed
@@ -213,15 +215,6 @@ class SandboxCgroup:
         return done
 
 
-def _judge_gone(name: str) -> bool:
-    """Whether the judge that made folder ``name`` (``s-<pid>-...``) is no longer running."""
-    try:
-        pid = int(name.split("-")[1])
-    except (IndexError, ValueError):
-        return False
-    return pid != os.getpid() and not os.path.exists(f"/proc/{pid}")
-
-
 def _sweep(layout: _Layout, doomed: Callable[[str, str], bool]) -> None:
     """Remove the empty folders ``doomed(name, path)`` picks (rmdir fails while a process is in one)."""
     for parent in (layout.pids, layout.memory):
@@ -235,23 +228,27 @@ def _sweep(layout: _Layout, doomed: Callable[[str, str], bool]) -> None:
                         os.rmdir(path)
 
 
-def _stale(name: str, path: str) -> bool:
-    return _judge_gone(name) or time.time() - os.stat(path).st_mtime > _STALE_S
+def _left_over(prefix: str) -> Callable[[str, str], bool]:
+    def doomed(name: str, path: str) -> bool:
+        if name in _live:
+            return False
+        return name.startswith(prefix) or time.time() - os.stat(path).st_mtime > _STALE_S
+
+    return doomed
 
 
 @functools.lru_cache(maxsize=1)
 def _swept(layout: _Layout) -> bool:
-    _sweep(layout, _stale)
+    _sweep(layout, _left_over(f"s-{os.getpid()}-"))
     return True
 
 
-def sweep_own() -> None:
-    """Remove this judge's folders that no live sandbox holds (a sample whose teardown never ran)."""
+def sweep() -> None:
+    """Remove the empty folders left over: this judge's that no live sandbox holds (a sample whose
+    teardown never ran), and anyone's a minute old (a judge that died)."""
     layout = _layout()
-    if isinstance(layout, str):
-        return
-    prefix = f"s-{os.getpid()}-"
-    _sweep(layout, lambda name, path: name.startswith(prefix) and name not in _live)
+    if not isinstance(layout, str):
+        _sweep(layout, _left_over(f"s-{os.getpid()}-"))
 
 
 def create(tasks: int, memory_bytes: int) -> SandboxCgroup | None:

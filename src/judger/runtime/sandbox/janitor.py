@@ -7,8 +7,8 @@ exiting, a scratch tmpfs with many inodes unmounting, a cgroup emptying -- is wa
 thread, not on an event loop and not inside the sample's deadline: the host process is reaped, the
 cgroup removed once empty, the uid lease given back only once no process of that uid is left, the
 pidfd closed, a host scratch folder removed. Nothing is given up: a sandbox whose teardown takes
-longer is tried again, with a growing pause, for as long as the judge lives; and when the queue
-empties, the judge sweeps cgroup folders of its own that no live sandbox holds.
+longer is tried again, with a growing pause, for as long as the judge lives; and while the queue is
+empty, every few seconds, the judge sweeps the cgroup folders left over (:func:`cgroups.sweep`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 _FIRST_PAUSE_S = 0.002
 _LONGEST_PAUSE_S = 1.0
-_SWEEP_EVERY_S = 10.0
+_SWEEP_EVERY_S = 5.0
 _EXIT_WAIT_S = 5.0
 
 
@@ -148,7 +148,7 @@ class _Janitor:
         if now - self._last_sweep >= _SWEEP_EVERY_S:
             self._last_sweep = now
             with contextlib.suppress(OSError):
-                cgroups.sweep_own()
+                cgroups.sweep()
 
     def forget(self) -> None:
         """In a forked child: the parent's sandboxes are the parent's to tear down."""

@@ -278,9 +278,24 @@ class _Sandbox:
         if size is not None:
             if not (isinstance(size, int) and 0 <= size <= self.cap):
                 return None
-            # kept as bytes: decoded, invalid UTF-8 would cost the judge twice its size or more
-            message["stdout"] = await wait_for(self.stdout.readexactly(size), timeout)
+            message["stdout"] = await wait_for(self._payload(size), timeout)
         return message
+
+    async def _payload(self, size: int) -> bytearray:
+        """``size`` bytes of stdout, read into one buffer as they arrive: never decoded (invalid UTF-8
+        decoded would cost the judge twice its size or more) nor held twice (``readexactly`` keeps
+        all of it in the reader's buffer, grown step by step, then copies it out)."""
+        assert self.stdout is not None
+        payload = bytearray(size)
+        view = memoryview(payload)
+        filled = 0
+        while filled < size:
+            chunk = await self.stdout.read(size - filled)
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", size)
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        return payload
 
     def _kill(self) -> None:
         if self.pidfd >= 0:
