@@ -173,7 +173,8 @@ def _scratch_mount(scratch_bytes: int, scratch_inodes: int, host_uid: int) -> li
     """The first stage's command prefix that mounts the scratch tmpfs, owned by ``host_uid``: the
     mount options bubblewrap's ``--tmpfs`` cannot give (``nr_inodes``: bytes alone let a program
     make a million empty folders, whose teardown then takes seconds)."""
-    options = f"nosuid,nodev,mode=0700,size={scratch_bytes},nr_inodes={scratch_inodes},uid={host_uid},gid={host_uid}"
+    owner = f"uid={host_uid},gid={host_uid}"
+    options = f"nosuid,nodev,mode=0700,size={scratch_bytes},nr_inodes={scratch_inodes},{owner}"
     script = f'{MOUNT} -t tmpfs -o {options} judger-scratch {SCRATCH} && exec "$@"'
     return [SHELL, "-c", script, "judger-scratch"]
 

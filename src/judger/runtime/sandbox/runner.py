@@ -4,16 +4,21 @@
 supervisor (``inside/supervisor.py``) that starts the worker processes holding the program
 (``inside/worker.py``). The host sends the program and the test *inputs*, never the expected
 outputs, and reads one framed report per test from the supervisor, with every read capped
-(``output_mb``); stdout and return values are compared here by ``check``. In ``assert`` mode the
+(``output_mb``); stdout (as bytes, never decoded whole) and return values are compared here by
+``check``. In ``assert`` mode the
 test code runs in the supervisor, calling the program's functions through a pipe and getting plain
 values back, so the program cannot reach or forge the verdict.
 
 Limits (:class:`SandboxLimits`): wall seconds per test (the supervisor kills the worker and all it
 started; the host kills the whole sandbox if the supervisor itself overruns), CPU seconds per test,
-address space, file size, processes (threads included), open files, and the total size of scratch
-(a private tmpfs). ``isolation="none-unsafe"`` runs the same supervisor without bubblewrap, in a
-host temp directory, guarded only by rlimits and a CPython audit hook: for trusted code or machines
-where bubblewrap cannot run, never for model-written programs.
+address space, file size, processes (threads included), open files, and the total size and inodes
+of scratch (a private tmpfs). When its part is done a sandbox is killed at once and handed to
+:mod:`.janitor`, which gives back what it holds once the kernel lets go; callers wait for that
+outside their deadline (:func:`teardown_after`).
+
+``isolation="none-unsafe"`` runs the same supervisor without bubblewrap, in a host temp directory,
+guarded only by rlimits and a CPython audit hook: for trusted code or machines where bubblewrap
+cannot run, never for model-written programs.
 """
 
 from __future__ import annotations
@@ -134,7 +139,8 @@ class SandboxResult:
 
 
 Checker = Callable[[int, dict[str, Any]], TestOutcome]
-"""Turns the report on test ``i`` (``status`` "ok", with ``stdout`` or ``output``) into an outcome."""
+"""Turns the report on test ``i`` (``status`` "ok", with ``stdout``, a bytearray, or ``output``)
+into an outcome."""
 Decided = Callable[[list[TestOutcome | None]], bool]
 """True once the remaining tests cannot change the score: the run stops there."""
 
