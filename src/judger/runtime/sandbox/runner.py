@@ -5,9 +5,8 @@ supervisor (``inside/supervisor.py``) that starts the worker processes holding t
 (``inside/worker.py``). The host sends the program and the test *inputs*, never the expected
 outputs, and reads one framed report per test from the supervisor, with every read capped
 (``output_mb``); stdout (as bytes, never decoded whole) and return values are compared here by
-``check``. In ``assert`` mode the
-test code runs in the supervisor, calling the program's functions through a pipe and getting plain
-values back, so the program cannot reach or forge the verdict.
+``check``. In ``assert`` mode the test code runs in the supervisor, calling the program's functions
+through a pipe and getting plain values back, so the program cannot reach or forge the verdict.
 
 Limits (:class:`SandboxLimits`): wall seconds per test (the supervisor kills the worker and all it
 started; the host kills the whole sandbox if the supervisor itself overruns), CPU seconds per test,
