@@ -124,10 +124,11 @@ def main() -> None:
     print(f"{'path':32} {'passed':>9} {'seconds':>8} {'programs/s':>11} {'ms/program':>11} {'vs old':>7}")
     for (name, _, _), times, (ok, total) in zip(paths, seconds, passed):
         median = statistics.median(times)
-        ratio = statistics.median(t / o for t, o in zip(times, seconds[0]))
+        ratios = [t / o for t, o in zip(times, seconds[0])]
         print(
             f"{name:32} {ok:>4}/{total:<4} {median:>8.2f} {programs / median:>11.1f} "
-            f"{1000 * median / programs:>11.1f} {ratio:>6.2f}x"
+            f"{1000 * median / programs:>11.1f} {statistics.median(ratios):>6.2f}x  "
+            f"(rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
         )
     print("vs old: the cost per program against old's in the same round (median of the rounds)")
 
