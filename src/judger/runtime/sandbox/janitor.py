@@ -56,6 +56,8 @@ class Remains:
     done: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
     tries: int = 0
     next_try: float = 0.0
+    watch: int = -1
+    """A pidfd of ``popen``: the janitor sleeps on it until that process exits."""
 
     def advance(self) -> bool:
         """One attempt at giving everything back; True once it is all given back."""
@@ -63,6 +65,7 @@ class Remains:
             if self.popen.poll() is None:
                 return False
             self.popen = None
+            self._close_watch()
         if self.pidfd >= 0:
             if not _exited(self.pidfd):
                 return False
@@ -81,53 +84,87 @@ class Remains:
             self.scratch = None
         return True
 
+    def waits_on(self) -> int:
+        """The descriptor whose readiness means the next attempt may succeed, or -1 (then a pause)."""
+        return self.watch if self.popen is not None else -1
+
+    def _close_watch(self) -> None:
+        if self.watch >= 0:
+            os.close(self.watch)
+            self.watch = -1
+
 
 class _Janitor:
     def __init__(self) -> None:
         self._jobs: list[Remains] = []
-        self._wake = threading.Condition()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._last_sweep = 0.0
 
     def submit(self, remains: Remains) -> concurrent.futures.Future[None]:
         # running from the start: a waiter that gives up (a cancelled wrap_future) cannot cancel it
         remains.done.set_running_or_notify_cancel()
-        with self._wake:
+        if remains.popen is not None:
+            with contextlib.suppress(OSError):
+                remains.watch = os.pidfd_open(remains.popen.pid)
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="judger-sandbox-janitor", daemon=True)
                 self._thread.start()
             self._jobs.append(remains)
-            self._wake.notify()
+        self._wake()
         return remains.done
 
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"x")
+
     def pending(self) -> int:
-        with self._wake:
+        with self._lock:
             return len(self._jobs)
 
     def drain(self, timeout: float) -> bool:
         """Wait until every job is done, at most ``timeout`` seconds; whether they all are."""
         deadline = time.monotonic() + timeout
-        with self._wake:
-            while self._jobs and time.monotonic() < deadline:
-                self._wake.wait(0.01)
-            return not self._jobs
+        while self.pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.pending()
 
     def _run(self) -> None:
         while True:
-            with self._wake:
-                while not self._jobs:
-                    self._sweep()
-                    self._wake.wait(_SWEEP_EVERY_S)
+            with self._lock:
                 jobs = list(self._jobs)
             now = time.monotonic()
             finished = [job for job in jobs if job.next_try <= now and self._attempt(job, now)]
-            with self._wake:
-                for job in finished:
-                    self._jobs.remove(job)
-                self._wake.notify_all()
-                if self._jobs:
-                    soonest = min(job.next_try for job in self._jobs)
-                    self._wake.wait(max(0.0, soonest - time.monotonic()))
+            if finished:
+                with self._lock:
+                    self._jobs = [job for job in self._jobs if job not in finished]
+                    jobs = list(self._jobs)
+            if not jobs:
+                self._sweep(now)
+            self._sleep(jobs)
+
+    def _sleep(self, jobs: list[Remains]) -> None:
+        """Until a job's process exits, a job's pause ends, or a job is submitted."""
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        watched: dict[int, Remains] = {}
+        for job in jobs:
+            fd = job.waits_on()
+            if fd >= 0:
+                watched[fd] = job
+                poller.register(fd, select.POLLIN)
+        paused = [job.next_try for job in jobs if job.waits_on() < 0]
+        timeout = _SWEEP_EVERY_S if not jobs else _LONGEST_PAUSE_S
+        if paused:
+            timeout = min(timeout, max(0.0, min(paused) - time.monotonic()))
+        for fd, _ in poller.poll(timeout * 1000):
+            if fd == self._wake_r:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 4096)
+            elif fd in watched:
+                watched[fd].next_try = 0.0
 
     @staticmethod
     def _attempt(job: Remains, now: float) -> bool:
@@ -143,8 +180,7 @@ class _Janitor:
         job.next_try = now + min(_LONGEST_PAUSE_S, _FIRST_PAUSE_S * 1.5**job.tries)
         return False
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
+    def _sweep(self, now: float) -> None:
         if now - self._last_sweep >= _SWEEP_EVERY_S:
             self._last_sweep = now
             with contextlib.suppress(OSError):
@@ -153,8 +189,12 @@ class _Janitor:
     def forget(self) -> None:
         """In a forked child: the parent's sandboxes are the parent's to tear down."""
         self._jobs = []
-        self._wake = threading.Condition()
+        self._lock = threading.Lock()
         self._thread = None
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 _janitor = _Janitor()
