@@ -106,7 +106,7 @@ class _Janitor:
         # running from the start: a waiter that gives up (a cancelled wrap_future) cannot cancel it
         remains.done.set_running_or_notify_cancel()
         if remains.popen is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, AttributeError):  # no pidfds: the pauses alone
                 remains.watch = os.pidfd_open(remains.popen.pid)
         with self._lock:
             if self._thread is None:
