@@ -255,9 +255,11 @@ def _scored(programs: list[Hostile], states: list[RolloutState]) -> None:
 
 @pytest.mark.serial  # reads counters of the whole machine
 @pytest.mark.parametrize("attack", [p for p in MACHINE_WIDE if p.name in COUNTERS], ids=lambda p: p.name)
-async def test_a_machine_wide_resource_stays_within_its_sample(attack: Hostile, huge_page_pool: int) -> None:
+async def test_a_machine_wide_resource_stays_within_its_sample(
+    attack: Hostile, request: pytest.FixtureRequest
+) -> None:
     counter, bound, what = COUNTERS[attack.name]
-    if attack.name == "huge-pages" and huge_page_pool == 0:
+    if attack.name == "huge-pages" and request.getfixturevalue("huge_page_pool") == 0:
         pytest.skip("no huge page pool could be reserved here")
     if attack.name == "inode-flood" and not bwrap.drops_to_own_uid():
         pytest.skip("the scratch is bounded in inodes where the judge runs as root")
