@@ -14,6 +14,7 @@ from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
 from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.runtime.sandbox.bwrap import drops_to_own_uid
 from judger.runtime.sandbox.runner import SandboxLimits, require_isolation, teardown_after
 from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
@@ -168,6 +169,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     def build_local(self) -> CodeJudger:
         if self.backend == "local":
             require_isolation(self.isolation)  # refuse now, by name, rather than fail every sample
+            if "scratch_inodes" in self.model_fields_set and not (
+                self.isolation == "bwrap" and drops_to_own_uid()
+            ):
+                raise ValueError(
+                    "scratch_inodes is honoured only by a judge that runs as root with "
+                    "isolation='bwrap' (bubblewrap run unprivileged cannot cap a tmpfs's inodes); "
+                    "leave it unset here: the memory limit bounds the scratch's inodes"
+                )
         return CodeJudger(
             self.judger_name,
             self.scorer_options(),
