@@ -13,9 +13,10 @@ keyrings, ``mount`` and namespaces, ``ptrace`` and ``process_vm_*``, ``bpf``, ``
   watch instances are a per-user kernel quota shared with other processes;
 - ``io_uring_setup``: locked memory charged per user, and a second syscall surface;
 - ``pidfd_getfd``, ``prlimit64`` on another process, ``clone`` with namespace flags;
-- what the kernel counts per machine rather than per cgroup: sockets of any family but
-  ``AF_UNIX`` (TCP and UDP buffers are machine-wide counters, which cgroup v1 does not charge; the
-  sandbox has no network anyway), ``io_setup``/``io_submit`` (``fs.aio-max-nr`` is one quota for
+- what the kernel counts per machine rather than per cgroup: sockets (and socket pairs) of any
+  family but ``AF_UNIX`` (TCP and UDP buffers are machine-wide counters, which cgroup v1 does not
+  charge; the sandbox has no network anyway; and a family's first socket can load its kernel
+  module), ``io_setup``/``io_submit`` (``fs.aio-max-nr`` is one quota for
   the machine) and ``mmap(MAP_HUGETLB)`` (the reserved huge page pool, which no memory limit counts);
 - a thread (``clone(CLONE_THREAD)``) that does not share its creator's descriptor table, memory,
   filesystem, signal handlers and semaphore undo list (``pthread_create`` shares all five): each
@@ -86,7 +87,7 @@ _NUMBERS: dict[str, dict[str, int]] = {
         "pidfd_getfd": 438, "io_setup": 206, "io_submit": 209,
         # the calls with rules on their arguments, below
         "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "fcntl": 72, "prlimit64": 302, "socket": 41,
-        "mmap": 9,
+        "socketpair": 53, "mmap": 9,
     },
     "aarch64": {
         "acct": 89, "add_key": 217, "bpf": 280, "clock_adjtime": 266, "clock_settime": 112,
@@ -102,7 +103,8 @@ _NUMBERS: dict[str, dict[str, int]] = {
         "shmget": 194, "msgget": 186, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55,
         "fchownat": 54, "inotify_init1": 26, "fanotify_init": 262, "io_uring_setup": 425,
         "pidfd_getfd": 438, "io_setup": 0, "io_submit": 2,
-        "clone": 220, "clone3": 435, "fcntl": 25, "prlimit64": 261, "socket": 198, "mmap": 222,
+        "clone": 220, "clone3": 435, "fcntl": 25, "prlimit64": 261, "socket": 198,
+        "socketpair": 199, "mmap": 222,
     },
 }  # fmt: skip
 _ARCH = {"x86_64": _X86_64, "aarch64": _AARCH64}
@@ -181,6 +183,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
         (_JEQ_K, numbers["fcntl"], "fcntl", None),
         (_JEQ_K, numbers["prlimit64"], "prlimit", None),
         (_JEQ_K, numbers["socket"], "socket", None),
+        (_JEQ_K, numbers["socketpair"], "socket", None),
         (_JEQ_K, numbers["mmap"], "mmap", "allow"),
     ]
     return _assemble(
