@@ -1,15 +1,19 @@
 """Cost per program of the code sandbox: HumanEval's 164 canonical solutions, side by side.
 
-Three paths in one run, each in a fresh interpreter, the same judger config otherwise:
+Three paths, each run in a fresh interpreter, the same judger config otherwise:
 
 - ``old``: the sandbox of git ref ``--baseline-ref`` (default ``main``), taken with ``git archive``
   (an older tree, e.g. ``49893c4^1``: a Python-level guard, ``python -I child.py`` per sample);
-- ``none-unsafe``: today's supervisor/worker harness without bubblewrap;
+- ``none-unsafe``: today's supervisor/worker harness without bubblewrap (``--no-unsafe`` skips it);
 - ``bwrap``: today's default, every sample in its own bubblewrap sandbox.
 
-    PYTHONPATH=src python bench/bench_sandbox.py [--repeat 1] [--parallel N] [--baseline-ref main]
+    PYTHONPATH=src python bench/bench_sandbox.py [--repeat 1] [--rounds 1] [--parallel N]
+        [--baseline-ref main] [--no-unsafe]
 
-Prints programs per second per path and the ratio to ``old``; every solution must pass.
+``--rounds N`` runs every path N times, in turn (old, new, ..., then the next round in the other
+order), so that a machine busy for a while weighs on each path alike; each path's figure is its
+median round, and ``vs old`` the median of the rounds' ratios. Prints programs per second per path;
+every solution must pass.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -89,8 +94,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--no-unsafe", action="store_true", help="leave out the none-unsafe path")
     args = parser.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [
@@ -98,19 +105,32 @@ def main() -> None:
         ("none-unsafe (new harness)", os.path.join(here, "src"), {"isolation": "none-unsafe"}),
         ("bwrap (new default)", os.path.join(here, "src"), {"isolation": "bwrap"}),
     ]
-    rows = []
-    for name, src, options in paths:
-        result = run(src, {**options, "max_parallel": args.parallel}, args.repeat)
-        rows.append((name, result))
-    base = rows[0][1]["programs"] / rows[0][1]["seconds"]
-    print(f"HumanEval canonical solutions, max_parallel={args.parallel}, cpus={os.cpu_count()}")
+    if args.no_unsafe:
+        del paths[1]
+    seconds: list[list[float]] = [[] for _ in paths]
+    passed: list[tuple[int, int]] = [(0, 0)] * len(paths)
+    for round_ in range(args.rounds):
+        order = range(len(paths)) if round_ % 2 == 0 else reversed(range(len(paths)))
+        for i in order:
+            _, src, options = paths[i]
+            result = run(src, {**options, "max_parallel": args.parallel}, args.repeat)
+            seconds[i].append(result["seconds"])
+            passed[i] = (result["passed"], result["programs"])
+    programs = passed[0][1]
+    print(
+        f"HumanEval canonical solutions, max_parallel={args.parallel}, cpus={os.cpu_count()}, "
+        f"rounds={args.rounds}"
+    )
     print(f"{'path':32} {'passed':>9} {'seconds':>8} {'programs/s':>11} {'ms/program':>11} {'vs old':>7}")
-    for name, r in rows:
-        rate = r["programs"] / r["seconds"]
+    for (name, _, _), times, (ok, total) in zip(paths, seconds, passed):
+        median = statistics.median(times)
+        ratios = [t / o for t, o in zip(times, seconds[0])]
         print(
-            f"{name:32} {r['passed']:>4}/{r['programs']:<4} {r['seconds']:>8.2f} {rate:>11.1f} "
-            f"{1000 / rate:>11.1f} {rate / base:>7.2f}"
+            f"{name:32} {ok:>4}/{total:<4} {median:>8.2f} {programs / median:>11.1f} "
+            f"{1000 * median / programs:>11.1f} {statistics.median(ratios):>6.2f}x  "
+            f"(rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
         )
+    print("vs old: the cost per program against old's in the same round (median of the rounds)")
 
 
 if __name__ == "__main__":

@@ -270,13 +270,30 @@ async def test_output_flood_is_cut_off() -> None:
     assert out["score"] == 0.0 and "output size limit exceeded" in out["error"]
 
 
+async def test_scratch_inodes_are_honoured_or_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judger.presets import code as code_preset
+
+    files = "import os\nfor i in range(100):\n    open(f'f{i}', 'w').close()\nprint(int(input()) * 2)"
+    tests = {"inputs": ["21"], "outputs": ["42"]}
+    if code_preset.drops_to_own_uid():
+        judger = CodeJudgerConfig(wall_s=5, cpu_s=5, scratch_inodes=64).build()
+        (capped,) = await judger.batch_judge(
+            [RolloutState(response=fenced(files), reward_model={"ground_truth": tests})]
+        )
+        assert capped.reward is not None and "No space left" in capped.reward["error"], capped.reward
+    monkeypatch.setattr(code_preset, "drops_to_own_uid", lambda: False)  # a judge that is not root
+    with pytest.raises(ValueError, match="scratch_inodes is honoured only by a judge that runs as root"):
+        CodeJudgerConfig(scratch_inodes=64).build()
+    CodeJudgerConfig().build()  # the default is not refused: there the memory limit bounds them
+
+
 async def test_scratch_directory_is_a_private_tmpfs_and_leaves_nothing_on_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[str] = []
 
     def check(index: int, report: dict) -> TestOutcome:
-        seen.append(report.get("stdout", "").strip())
+        seen.append(report.get("stdout", b"").decode().strip())
         return TestOutcome("passed")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a host-side scratch would go

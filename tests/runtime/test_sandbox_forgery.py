@@ -218,7 +218,8 @@ async def test_the_host_refuses_an_amplifying_report_line_without_decoding_it() 
     header = b'{"event":"test","index":0,"status":"ok","output":[' + b"[]," * 2_800_000 + b"[]]}\n"
     stdout.feed_data(header)
     stdout.feed_eof()
-    sandbox = _Sandbox(SimpleNamespace(stdout=stdout), cap, None)  # type: ignore[arg-type]
+    sandbox = _Sandbox(SimpleNamespace(), cap, None)  # type: ignore[arg-type]
+    sandbox.stdout = stdout
     message, lag, peak = await loop_lag_and_peak(lambda: sandbox.next_message(10))
     assert message is not None and message["event"] == "refused", message
     assert peak < 32 and lag < 0.5, (peak, lag)
@@ -238,6 +239,25 @@ def test_comparing_a_flood_of_tokens_costs_what_the_expected_output_costs() -> N
         tracemalloc.stop()
     assert peak < 24, f"{peak:.0f} MB to compare"
     assert same_stdout("1\n\n1\n\n", "1\n1") and same_stdout("  1 1", "1\n1")
+
+
+def test_output_bytes_are_compared_as_bytes_and_decoded_only_as_numbers() -> None:
+    # the sandbox hands stdout over as bytes: equal tokens compare as bytes, numbers keep their
+    # tolerance, and a flood of invalid UTF-8 is never decoded (it would cost twice its size or more)
+    assert same_stdout(b"42\n", "42") and same_stdout(bytearray(b" 1 2\n3 "), "1 2\n3")
+    assert same_stdout(b"0.3333333", "0.33333333") and same_stdout(b"7.0", "7")
+    assert not same_stdout(b"1e9", "1000000006") and not same_stdout(b"42 43", "42")
+    assert same_stdout("caf\u00e9".encode(), "caf\u00e9") and not same_stdout(b"caf\xe9", "caf\u00e9")
+    flood, floods = b"\xff" * (16 << 20), b"0.5 " + b"\xff" * (16 << 20)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        assert not same_stdout(flood, "42") and not same_stdout(floods, "0.5 1.5")
+        peak = (tracemalloc.get_traced_memory()[1] - base) / 2**20
+    finally:
+        tracemalloc.stop()
+    # at most one copy of the output, split into tokens; decoded, it was three times its size
+    assert peak <= 17, f"{peak:.0f} MiB to compare 16 MiB"
 
 
 # --- item 9: slowness is the program's verdict, and a CPU kill is a CPU timeout ------------------

@@ -87,7 +87,7 @@ async def stdout_of(program: str, limits: SandboxLimits = LIMITS) -> tuple[str, 
         return TestOutcome("passed")
 
     result = await run_tests(program, "stdin", [""], keep, limits=limits)
-    return str(seen.get("stdout", "")), result.outcomes[0]
+    return seen.get("stdout", b"").decode("utf-8", "replace"), result.outcomes[0]
 
 
 async def judger_still_works() -> None:

@@ -174,7 +174,7 @@ async def test_a_raw_clone_thread_bomb_stops_at_the_task_limit() -> None:
     def keep(index: int, report: dict[str, object]) -> object:
         from judger.runtime.sandbox.runner import TestOutcome
 
-        seen["stdout"] = str(report.get("stdout", ""))
+        seen["stdout"] = bytes(report.get("stdout", b"")).decode()  # type: ignore[arg-type]
         return TestOutcome("passed")
 
     from judger.runtime.sandbox.runner import run_tests
@@ -185,6 +185,38 @@ async def test_a_raw_clone_thread_bomb_stops_at_the_task_limit() -> None:
     # without the task limit all 256 start, each a kernel task charged to host root
     assert 0 <= made <= limits.processes + 8, made
     assert await judge(HONEST) == 1.0
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filters_assemble_for_every_machine_we_have_a_table_for(machine: str) -> None:
+    from judger.runtime.sandbox.seccomp import filter_program, fork_filter
+
+    for program in (filter_program(machine), fork_filter(machine)):
+        assert program is not None and len(program) % 8 == 0 and len(program) // 8 < 4096
+
+
+async def test_ptys_only_when_asked() -> None:
+    # bubblewrap's devpts draws on the machine's one pool: by default the sandbox has none
+    program = textwrap.dedent(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.open(b"/dev/ptmx", 0o402, 0)
+        print("pty" if fd >= 0 else os.strerror(ctypes.get_errno()))
+        """
+    )
+    from judger.runtime.sandbox.runner import TestOutcome, run_tests
+
+    seen: list[bytes] = []
+
+    def keep(index: int, report: dict[str, object]) -> TestOutcome:
+        seen.append(bytes(report.get("stdout", b"")))  # type: ignore[arg-type]
+        return TestOutcome("passed")
+
+    for allowed in (False, True):
+        limits = SandboxLimits(wall_s=5.0, cpu_s=5.0, output_mb=16, scratch_mb=64, allow_ptys=allowed)
+        await run_tests(program, "stdin", [""], keep, limits=limits)
+    assert seen == [b"No such file or directory\n", b"pty\n"]
 
 
 def test_cgroups_are_used_where_the_machine_has_them() -> None:

@@ -9,6 +9,7 @@ these run on Python 3.10 too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -20,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from judger.runtime.sandbox import bwrap
+from judger import CodeJudgerConfig, RolloutState
+from judger.runtime.sandbox import bwrap, cgroups
 from judger.runtime.sandbox.runner import SandboxLimits
 from judger.scorers.code import score_async
 from judger.testing.processes import sandbox_processes_after
@@ -164,3 +166,115 @@ async def test_a_second_cancel_while_the_sample_ends_still_gives_everything_back
         await asyncio.sleep(0.05)
     assert _held() - held == set()
     assert set(_sandbox_uid_processes()) - before == set()
+
+
+def _own_folders() -> set[str]:
+    """This process's sandbox cgroup folders (other judges on the machine share the hierarchy)."""
+    layout = cgroups._layout()
+    if isinstance(layout, str):
+        return set()
+    prefix = f"s-{os.getpid()}-"
+    parents = [p for p in (layout.pids, layout.memory) if p is not None]
+    return {os.path.join(p, name) for p in parents for name in os.listdir(p) if name.startswith(prefix)}
+
+
+def _all_given_back(held: set[tuple[str, str]], before: set[int], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {
+            "folders": _own_folders(),
+            "held": _held() - held,
+            "processes": set(_sandbox_uid_processes()) - before,
+        }
+        if not any(left.values()) or time.monotonic() > deadline:
+            return {key: value for key, value in left.items() if value}
+        time.sleep(0.05)
+
+
+# a sample whose sandbox is slow to take down: a scratch full of folders (as many as it may make)
+HEAVY = textwrap.dedent(
+    """
+    import os, time
+    try:
+        for i in range(1 << 21):
+            os.mkdir(f"d{i}")
+    except OSError:
+        pass
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["deadline", "dropped"])
+def test_a_sample_whose_event_loop_closes_under_it_gives_everything_back(how: str) -> None:
+    # verl's batch path runs asyncio.run(judger.batch_judge(...)), which closes the loop once the
+    # batch returns: here after the sample's deadline (its program spent the budget, its sandbox
+    # slow to take down), or while the sample still runs (the caller returned without it)
+    held, before = _held(), set(_sandbox_uid_processes())
+
+    async def judge() -> None:
+        judger = CodeJudgerConfig(wall_s=60, cpu_s=60, timeout=8 if how == "deadline" else 120).build()
+        state = RolloutState(response=fenced(HEAVY), reward_model={"ground_truth": DOUBLE})
+        batch = asyncio.ensure_future(judger.batch_judge([state]))
+        if how == "deadline":
+            (out,) = await batch
+            assert out.reward is not None and out.reward["score"] == 0.0, out.error_msg
+            return
+        deadline = time.monotonic() + 20
+        while len(set(_sandbox_uid_processes()) - before) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(2)  # into its folders
+        assert not batch.done()
+
+    asyncio.run(judge())
+    assert _all_given_back(held, before, timeout=15) == {}
+
+
+def test_a_live_judge_sweeps_the_folders_it_left() -> None:
+    # a sandbox whose teardown never ran (its coroutine dropped unfinalized): this judge's empty
+    # folder is removed while the judge lives, not only by a judge started minutes later
+    layout = cgroups._layout()
+    if isinstance(layout, str):
+        pytest.skip(f"no cgroups here: {layout}")
+    asyncio.run(score_async(fenced("print(42)"), DOUBLE, limits=ESCAPE))  # the judge has run a sandbox
+    leftover = [os.path.join(p, f"s-{os.getpid()}-0123456789ab") for p in (layout.pids, layout.memory) if p]
+    for folder in leftover:
+        os.mkdir(folder)
+    try:
+        deadline = time.monotonic() + 15
+        while any(os.path.exists(f) for f in leftover) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(os.path.exists(f) for f in leftover)
+    finally:
+        for folder in leftover:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+HEAVY_CALL = textwrap.dedent(
+    """
+    import os
+    def f(x):
+        block = bytearray(256 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        try:
+            for i in range(1 << 20):
+                os.mkdir(f"d{x}-{i}")
+        except OSError:
+            pass
+        return -1
+    """
+)
+
+
+async def test_early_stop_waits_for_the_teardown_and_leaves_nothing_behind() -> None:
+    # continuous=False stops at the first failure: the worker, its memory and its folders are live
+    held, before = _held(), set(_sandbox_uid_processes())
+    tests = {"inputs": [[i] for i in range(12)], "outputs": [i for i in range(12)], "fn_name": "f"}
+    judger = CodeJudgerConfig(wall_s=20, cpu_s=20, continuous=False).build()
+    state = RolloutState(response=fenced(HEAVY_CALL), reward_model={"ground_truth": tests})
+    honest = RolloutState(response=fenced("def f(x):\n    return x"), reward_model={"ground_truth": tests})
+    out = await judger.batch_judge([state, honest])
+    assert [s.reward and s.reward["score"] for s in out] == [0.0, 1.0]
+    assert _all_given_back(held, before, timeout=0.5) == {}

@@ -14,16 +14,9 @@ from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
 from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
-from judger.scorers.code import compute_score, sandbox_fusion_base, score_async
-
-
-def sample_budget(timeout: float) -> float:
-    """The wall time a sample's tests may take together: the judger's ``timeout`` less a margin to
-    start and stop its sandbox. A program slow on many tests then meets this budget and scores its
-    timeouts; only a judge that is itself stuck meets the deadline (a failed sample)."""
-    margin = min(5.0, max(0.5, timeout / 10))
-    return max(timeout / 2, timeout - margin)
+from judger.runtime.sandbox.bwrap import drops_to_own_uid
+from judger.runtime.sandbox.runner import SandboxLimits, require_isolation, teardown_after
+from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
 
 class CodeJudger(ScorerJudger):
@@ -32,8 +25,10 @@ class CodeJudger(ScorerJudger):
     Programs run as asyncio subprocesses (no worker pool in between), at most ``max_parallel`` at a
     time per event loop; each sample has the judger's ``timeout`` on top of the per-test limits, and
     a sample that overruns it is failed as a timeout with its process group killed. The tests
-    themselves get :func:`sample_budget` of it: a program that spends that is scored, its
-    remaining tests timeouts, before the deadline can fire.
+    themselves get :func:`~judger.scorers.code.sample_budget` of it: a program that spends that is
+    scored, its remaining tests timeouts, before the deadline can fire. The kernel's teardown of a
+    sample's sandbox is waited for after the deadline, not inside it (whatever the program left
+    behind, its sample ends as its verdict), while the sample still holds its slot.
     """
 
     def __init__(
@@ -64,7 +59,7 @@ class CodeJudger(ScorerJudger):
 
     async def _score_one(self, payload: Payload) -> Any:
         args, kwargs = self._call_args(payload)
-        async with self._slots.get():
+        async with self._slots.get(), teardown_after():
             try:
                 async with judge_deadline(self.judger_name, self.timeout):
                     return await score_async(
@@ -103,6 +98,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     memory_mb: int = Field(1024, gt=0, description="address-space limit of the program (RLIMIT_AS)")
     output_mb: int = Field(64, gt=0, description="largest file (stdout included) the program may write")
     scratch_mb: int = Field(256, gt=0, description="total size of the program's scratch tmpfs")
+    scratch_inodes: int = Field(
+        16384,
+        gt=0,
+        description=(
+            "files and folders the scratch tmpfs holds (bounded where the judge runs as root; "
+            "elsewhere only the memory limit bounds them)"
+        ),
+    )
     processes: int = Field(
         64,
         gt=0,
@@ -145,6 +148,7 @@ class CodeJudgerConfig(ScorerJudgerConfig):
             memory_mb=self.memory_mb,
             output_mb=self.output_mb,
             scratch_mb=self.scratch_mb,
+            scratch_inodes=self.scratch_inodes,
             processes=self.processes,
             isolation=self.isolation,
         )
@@ -165,6 +169,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     def build_local(self) -> CodeJudger:
         if self.backend == "local":
             require_isolation(self.isolation)  # refuse now, by name, rather than fail every sample
+            if "scratch_inodes" in self.model_fields_set and not (
+                self.isolation == "bwrap" and drops_to_own_uid()
+            ):
+                raise ValueError(
+                    "scratch_inodes is honoured only by a judge that runs as root with "
+                    "isolation='bwrap' (bubblewrap run unprivileged cannot cap a tmpfs's inodes); "
+                    "leave it unset here: the memory limit bounds the scratch's inodes"
+                )
         return CodeJudger(
             self.judger_name,
             self.scorer_options(),

@@ -40,6 +40,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
+from judger.core.deadlines import judge_deadline
 from judger.runtime.sandbox.fusion import run_tests_remote
 from judger.runtime.sandbox.runner import (
     Isolation,
@@ -49,6 +50,7 @@ from judger.runtime.sandbox.runner import (
     TestOutcome,
     run_sync,
     run_tests,
+    teardown_after,
 )
 
 VERL_CONTINUOUS_TESTS = 10
@@ -190,14 +192,29 @@ def _same_token(got: str, want: str) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
 
 
-def same_stdout(got: str, want: str) -> bool:
-    """Whether a program's stdout matches the expected text (see the module docstring)."""
+def _same_token_bytes(got: bytes, want: str, want_bytes: bytes) -> bool:
+    if got == want_bytes:
+        return True
+    # a number the program wrote is ASCII; nothing else is decoded (invalid UTF-8, replaced byte by
+    # byte, costs the judge far more than its size)
+    return got.isascii() and _same_token(got.decode("ascii"), want)
+
+
+def same_stdout(got: str | bytes, want: str) -> bool:
+    """Whether a program's stdout (its bytes, or text) matches the expected text (see the module
+    docstring; bytes are split at ASCII whitespace)."""
     # Equal lines (stripped, trailing blank ones dropped) have equal tokens, so tokens decide
     # alone. At most one more piece than expected is split off: a stdout of millions of tokens
-    # costs the judge one list as long as the expected one, not millions of strings.
+    # costs the judge one list as long as the expected one, not millions of strings. Bytes are
+    # compared as bytes, a token decoded only where it is not the expected one byte for byte.
     want_tokens = want.split()
+    if isinstance(got, str):
+        got_tokens: list[Any] = got.split(None, len(want_tokens))
+        return len(got_tokens) == len(want_tokens) and all(map(_same_token, got_tokens, want_tokens))
     got_tokens = got.split(None, len(want_tokens))
-    return len(got_tokens) == len(want_tokens) and all(map(_same_token, got_tokens, want_tokens))
+    return len(got_tokens) == len(want_tokens) and all(
+        _same_token_bytes(g, w, w.encode()) for g, w in zip(got_tokens, want_tokens)
+    )
 
 
 def same_return(got: Any, want: Any, *, compat: Literal["verl"] | None = None) -> bool:
@@ -215,7 +232,10 @@ def _checker(suite: TestSuite, compat: Literal["verl"] | None) -> Any:
         if suite.mode == "assert":
             return TestOutcome("passed")
         if suite.mode == "stdin":
-            ok = same_stdout(str(report.get("stdout", "")), suite.expected[index])
+            stdout = report.get("stdout", b"")
+            if not isinstance(stdout, (str, bytes, bytearray)):
+                stdout = str(stdout)
+            ok = same_stdout(stdout, suite.expected[index])
             return TestOutcome("passed") if ok else TestOutcome("failed", "wrong answer")
         ok = same_return(report.get("output"), suite.expected[index], compat=compat)
         return (
@@ -257,6 +277,14 @@ def _score(result: SandboxResult, n: int, continuous: bool, compat: Literal["ver
         window = outcomes[: min(VERL_CONTINUOUS_TESTS, n)]
         return sum(o.passed for o in window) / len(window)
     return result.passed / n
+
+
+def sample_budget(timeout: float) -> float:
+    """The wall time a sample's tests may take together: the judger's ``timeout`` less a margin to
+    start its sandbox. A program slow on many tests then meets this budget and scores its
+    timeouts; only a judge that is itself stuck meets the deadline (a failed sample)."""
+    margin = min(5.0, max(0.5, timeout / 10))
+    return max(timeout / 2, timeout - margin)
 
 
 def _empty(code: str | None, n: int, status: str, error: str = "") -> dict[str, Any]:
@@ -362,8 +390,17 @@ def compute_score(
     scratch_mb: int = 256,
     isolation: Isolation = "bwrap",
     sandbox_fusion_url: str | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Synchronous :func:`score_async` (any thread; a private event loop runs the sandbox)."""
+    """Synchronous :func:`score_async` (any thread; a private event loop runs the sandbox).
+
+    ``timeout`` is the sample's deadline, as a code judger's: its tests share
+    :func:`sample_budget` of it (a program that spends that scores its remaining tests as
+    timeouts), and a sample still unscored at the deadline raises
+    :class:`~judger.core.errors.JudgeTimeoutError`; the sandbox's teardown is waited for after it.
+    """
+    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < math.inf):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     limits = SandboxLimits(
         wall_s=wall_s,
         cpu_s=cpu_s,
@@ -372,8 +409,10 @@ def compute_score(
         scratch_mb=scratch_mb,
         isolation=isolation,
     )
-    return run_sync(
-        lambda: score_async(
+
+    async def score() -> dict[str, Any]:
+        run = partial(
+            score_async,
             solution_str,
             ground_truth,
             extra_info,
@@ -383,4 +422,10 @@ def compute_score(
             limits=limits,
             sandbox_fusion_url=sandbox_fusion_url,
         )
-    )
+        if timeout is None:
+            return await run()
+        # the teardown is waited for once the deadline's block is left, not inside it
+        async with teardown_after(), judge_deadline("code", timeout):
+            return await run(budget_s=sample_budget(timeout))
+
+    return run_sync(score)

@@ -57,7 +57,7 @@ class FakeSandboxFusion:
             "status": "Finished",
             "execution_time": time.monotonic() - started,
             "return_code": 0,
-            "stdout": str(seen.get("stdout", "")),
+            "stdout": bytes(seen.get("stdout", b"")).decode("utf-8", "replace"),
             "stderr": "",
         }
         if outcome.status == "timeout":

@@ -116,13 +116,16 @@ def _failed(route: Route, compat: Compat, on_failure: str, why: str) -> dict[str
 
 
 def _route_options(
-    route: Route, compat: Compat, sandbox_fusion_url: Any, memory_limit_mb: Any
+    route: Route, compat: Compat, sandbox_fusion_url: Any, memory_limit_mb: Any, timeout: float | None
 ) -> dict[str, Any]:
     options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
-    if route.name == "code" and memory_limit_mb:
-        options["memory_mb"] = int(memory_limit_mb)
-    if route.name == "code" and sandbox_fusion_url:
-        options["sandbox_fusion_url"] = sandbox_fusion_url
+    if route.name == "code":
+        if memory_limit_mb:
+            options["memory_mb"] = int(memory_limit_mb)
+        if sandbox_fusion_url:
+            options["sandbox_fusion_url"] = sandbox_fusion_url
+        # the sample's deadline, its tests sharing all but a margin of it, as the code judger's
+        options["timeout"] = route_config(route.name, compat).timeout if timeout is None else timeout
     return options
 
 
@@ -144,7 +147,7 @@ def _default_compute_score(
     memory_limit_mb: int | None = None,
     *,
     compat: Compat = None,
-    timeout: float = DEFAULT_HEAVY_TIMEOUT,
+    timeout: float | None = None,
     on_failure: Literal["lowest", "zero", "raise"] = "lowest",
     full_output: bool = False,
     as_float: bool = False,
@@ -154,7 +157,10 @@ def _default_compute_score(
 
     ``compat="verl"`` reproduces verl's scores (see :mod:`judger.compat.verl.routes` for prime_math);
     the default fixes verl's false negatives. Math-Verify / sympy scorers run on the shared process
-    pool with ``timeout`` seconds per sample: a sample that overruns (or crashes its worker) scores
+    pool with ``timeout`` seconds per sample (default :data:`DEFAULT_HEAVY_TIMEOUT`); the code route
+    gives a sample ``timeout`` seconds too (default the code judger's, 300), its tests sharing all but
+    a margin of it (a program that spends that scores its remaining tests as timeouts, as the code
+    judger does). A sample that overruns (or crashes its worker) scores
     the route's lowest score with a logged warning (``on_failure="lowest"``: 0 for most routes, as
     verl's math_verify gives a timeout, and DAPO's -1 -- what verl's own check gave before
     Math-Verify's, which runs only when the strings differ, overran -- since 0 would pay an answer
@@ -189,11 +195,12 @@ def _default_compute_score(
     route = find_route(data_source)
     if ground_truth is None:
         return _shaped(_missing_label(data_source, on_failure), full_output, as_float)
-    options = _route_options(route, compat, sandbox_fusion_url, memory_limit_mb)
+    options = _route_options(route, compat, sandbox_fusion_url, memory_limit_mb, timeout)
     try:
         if route.runs_on_pool(compat):
+            heavy_timeout = DEFAULT_HEAVY_TIMEOUT if timeout is None else timeout
             result = _score_on_pool(
-                route, solution_str, ground_truth, extra_info, options, timeout, on_failure
+                route, solution_str, ground_truth, extra_info, options, heavy_timeout, on_failure
             )
         else:
             result = route.compute_score()(solution_str, ground_truth, extra_info, **options)

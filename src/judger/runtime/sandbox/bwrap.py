@@ -4,10 +4,11 @@ Each sample gets new user, PID, mount, IPC, UTS, network and cgroup namespaces; 
 without capabilities and with ``no_new_privs``, which is never host root: a root judge runs the
 sandbox under a host uid of its own (:mod:`.uids`, two stages, see :func:`command`); the system
 (``/usr`` and the Python installation only: no ``/etc``, ``/home``, ``/root``, ``/run``) mounted
-read-only; a private, size-capped tmpfs at ``/tmp`` as scratch and working directory; the rest of
-the root read-only; the supervisor as pid 1 (``--as-pid-1``); ``--die-with-parent`` and
-``--new-session``; the seccomp filter of :mod:`judger.runtime.sandbox.seccomp`. Nothing of the
-host's environment is passed in.
+read-only; a private tmpfs at ``/tmp`` as scratch and working directory, capped in bytes and (for
+a root judge) in inodes; no pty of the machine's pool unless asked (``/dev/pts`` is an empty
+read-only folder); the rest of the root read-only; the supervisor as pid 1 (``--as-pid-1``);
+``--die-with-parent`` and ``--new-session``; the seccomp filter of
+:mod:`judger.runtime.sandbox.seccomp`. Nothing of the host's environment is passed in.
 """
 
 from __future__ import annotations
@@ -138,16 +139,17 @@ _CONFINE = [
 ]
 
 
-def _inner(scratch_bytes: int) -> list[str]:
+def _inner(scratch: list[str], ptys: bool) -> list[str]:
+    # bubblewrap's /dev mounts a devpts of its own, whose ptys are still counted against the
+    # machine's one pool (kernel.pty.max): an empty folder over it leaves /dev/ptmx dangling
+    no_ptys = [] if ptys else ["--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts"]
     return [
         "--proc",
         "/proc",
         "--dev",
         "/dev",
-        "--size",
-        str(scratch_bytes),
-        "--tmpfs",
-        SCRATCH,
+        *no_ptys,
+        *scratch,
         "--remount-ro",
         "/",
         "--remount-ro",
@@ -167,6 +169,16 @@ def _inner(scratch_bytes: int) -> list[str]:
     ]
 
 
+def _scratch_mount(scratch_bytes: int, scratch_inodes: int, host_uid: int) -> list[str]:
+    """The first stage's command prefix that mounts the scratch tmpfs, owned by ``host_uid``: the
+    mount options bubblewrap's ``--tmpfs`` cannot give (``nr_inodes``: bytes alone let a program
+    make a million empty folders, whose teardown then takes seconds)."""
+    owner = f"uid={host_uid},gid={host_uid}"
+    options = f"nosuid,nodev,mode=0700,size={scratch_bytes},nr_inodes={scratch_inodes},{owner}"
+    script = f'{MOUNT} -t tmpfs -o {options} judger-scratch {SCRATCH} && exec "$@"'
+    return [SHELL, "-c", script, "judger-scratch"]
+
+
 def command(
     *,
     scratch_bytes: int,
@@ -174,6 +186,8 @@ def command(
     host_uid: int | None = None,
     info_fd: int | None = None,
     block_fd: int | None = None,
+    scratch_inodes: int = 16384,
+    ptys: bool = False,
 ) -> list[str]:
     """argv that runs the supervisor under bubblewrap (the job goes to its stdin).
 
@@ -185,6 +199,8 @@ def command(
     ``info_fd`` / ``block_fd``: bubblewrap writes the host pid of the sandbox's first process (the
     first stage's init, or the supervisor) to the first and waits on the second before going on, so
     the host can place it in a cgroup first; killing that process kills the whole sandbox.
+    ``scratch_inodes`` bounds the scratch's inodes where the first stage mounts it (a root judge;
+    bubblewrap's own ``--tmpfs`` takes a size only); ``ptys`` leaves the sandbox its devpts.
     """
     executable = shutil.which("bwrap") or "bwrap"
     handshake: list[str] = []
@@ -205,7 +221,7 @@ def command(
             "--unshare-net",
             *_CONFINE,
             *_mounts(),
-            *_inner(scratch_bytes),
+            *_inner(["--size", str(scratch_bytes), "--tmpfs", SCRATCH], ptys),
             *seccomp,
             *handshake,
             *supervisor,
@@ -232,11 +248,16 @@ def command(
         "/",
     ]
     drop = [SETPRIV, f"--reuid={host_uid}", f"--regid={host_uid}", "--clear-groups", "--"]
-    second = [executable, *user, *_CONFINE, "--ro-bind", "/", "/", *_inner(scratch_bytes), *seccomp]
-    return [*first, *handshake, *drop, *second, *supervisor]
+    # the scratch the first stage mounted, read-write again under the read-only root
+    inner = _inner(["--bind", SCRATCH, SCRATCH], ptys)
+    second = [executable, *user, *_CONFINE, "--ro-bind", "/", "/", *inner, *seccomp]
+    scratch = _scratch_mount(scratch_bytes, scratch_inodes, host_uid)
+    return [*first, *handshake, *scratch, *drop, *second, *supervisor]
 
 
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+MOUNT = shutil.which("mount") or "/usr/bin/mount"
+SHELL = shutil.which("sh") or "/bin/sh"
 
 
 def drops_to_own_uid() -> bool:
@@ -257,6 +278,11 @@ def probe() -> str:
             return (
                 "the judge runs as root and a judged program must not: setpriv (util-linux) is needed "
                 "to drop to an unprivileged uid; install util-linux"
+            )
+        if not (os.access(MOUNT, os.X_OK) and os.access(SHELL, os.X_OK)):
+            return (
+                "the judge runs as root: mount (util-linux) and sh are needed to give the sandbox a "
+                "scratch bounded in inodes; install util-linux"
             )
         host_uid = PROBE_UID
     info_r, info_w = os.pipe()

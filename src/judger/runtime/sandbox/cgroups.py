@@ -3,8 +3,16 @@
 Each sandbox's processes are placed in a fresh cgroup (under the judge's own, in a
 ``judger-sandbox`` folder) before the first of the program's instructions runs, with ``pids.max``
 (threads count: a raw ``clone(CLONE_THREAD)`` bomb stops there) and a memory limit over all of
-its processes and its scratch tmpfs. At the end the host kills whatever is left in it
-(``cgroup.kill`` on cgroup v2; on v1 every listed process, until none is) and removes it.
+its processes and its scratch tmpfs, swap included (v2 ``memory.swap.max``, v1
+``memory.memsw.limit_in_bytes`` where swap is accounted) and, on v1, TCP buffers
+(``memory.kmem.tcp.limit_in_bytes``: v1 charges a cgroup's sockets only once that is set; v2
+counts them in ``memory.max``). At the end the host kills whatever is left in it (``cgroup.kill``
+on cgroup v2; on v1 every listed process, until none is) and removes it.
+
+Folders are named ``s-<judge pid>-<random>``. A live judge removes (:func:`sweep`) its own that no
+live sandbox holds, and every empty one a minute old or older, whoever made it (a judge that died,
+in this PID namespace or another sharing the hierarchy: a folder is empty before its sandbox is
+placed in it only for the seconds of a start-up, and rmdir fails on one a process is in).
 
 Both hierarchies are handled: v2 where the judge's cgroup delegates the ``pids`` controller (the
 judge's own cgroup must then hold no process, or be the root), else v1's ``pids`` (and
@@ -20,10 +28,15 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 FOLDER = "judger-sandbox"
-_STALE_S = 300.0
+# an empty folder this old is left over: a sandbox is placed in its folder within its start-up
+_STALE_S = 60.0
+# what a sandbox's TCP sockets may hold on cgroup v1: the seccomp filter refuses them anyway
+TCP_BYTES = 16 << 20
+_live: set[str] = set()  # names of the folders of this process's sandboxes not yet removed
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,7 @@ class SandboxCgroup:
 
     def __init__(self, layout: _Layout, name: str) -> None:
         self.version = layout.version
+        self.name = name
         self.folders = [os.path.join(layout.pids, name)]
         if layout.memory is not None:
             self.folders.append(os.path.join(layout.memory, name))
@@ -143,6 +157,7 @@ class SandboxCgroup:
             handle.write(value)
 
     def create(self, tasks: int, memory_bytes: int) -> None:
+        _live.add(self.name)
         for folder in self.folders:
             os.mkdir(folder, 0o700)
         self._write(self.folders[0], "pids.max", str(tasks))
@@ -151,7 +166,13 @@ class SandboxCgroup:
                 self._write(self.folders[0], "memory.max", str(memory_bytes))
                 self._write(self.folders[0], "memory.swap.max", "0")
         elif len(self.folders) > 1:
-            self._write(self.folders[1], "memory.limit_in_bytes", str(memory_bytes))
+            memory = self.folders[1]
+            self._write(memory, "memory.limit_in_bytes", str(memory_bytes))
+            # absent where the kernel does not account swap / TCP per cgroup (then said in the README)
+            with contextlib.suppress(FileNotFoundError):
+                self._write(memory, "memory.memsw.limit_in_bytes", str(memory_bytes))
+            with contextlib.suppress(FileNotFoundError):
+                self._write(memory, "memory.kmem.tcp.limit_in_bytes", str(TCP_BYTES))
 
     def attach(self, pid: int) -> None:
         """Move ``pid`` (not yet running the program) into every folder."""
@@ -189,12 +210,13 @@ class SandboxCgroup:
                 pass
             except OSError:
                 done = False
+        if done:
+            _live.discard(self.name)
         return done
 
 
-def _sweep(layout: _Layout) -> None:
-    """Remove empty folders left by judges that died before removing theirs."""
-    now = time.time()
+def _sweep(layout: _Layout, doomed: Callable[[str, str], bool]) -> None:
+    """Remove the empty folders ``doomed(name, path)`` picks (rmdir fails while a process is in one)."""
     for parent in (layout.pids, layout.memory):
         if parent is None:
             continue
@@ -202,14 +224,31 @@ def _sweep(layout: _Layout) -> None:
             for name in os.listdir(parent):
                 path = os.path.join(parent, name)
                 with contextlib.suppress(OSError):
-                    if os.path.isdir(path) and now - os.stat(path).st_mtime > _STALE_S:
-                        os.rmdir(path)  # fails while a process is in it
+                    if name.startswith("s-") and os.path.isdir(path) and doomed(name, path):
+                        os.rmdir(path)
+
+
+def _left_over(prefix: str) -> Callable[[str, str], bool]:
+    def doomed(name: str, path: str) -> bool:
+        if name in _live:
+            return False
+        return name.startswith(prefix) or time.time() - os.stat(path).st_mtime > _STALE_S
+
+    return doomed
 
 
 @functools.lru_cache(maxsize=1)
 def _swept(layout: _Layout) -> bool:
-    _sweep(layout)
+    _sweep(layout, _left_over(f"s-{os.getpid()}-"))
     return True
+
+
+def sweep() -> None:
+    """Remove the empty folders left over: this judge's that no live sandbox holds (a sample whose
+    teardown never ran), and anyone's a minute old (a judge that died)."""
+    layout = _layout()
+    if not isinstance(layout, str):
+        _sweep(layout, _left_over(f"s-{os.getpid()}-"))
 
 
 def create(tasks: int, memory_bytes: int) -> SandboxCgroup | None:

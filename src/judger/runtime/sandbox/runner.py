@@ -4,40 +4,47 @@
 supervisor (``inside/supervisor.py``) that starts the worker processes holding the program
 (``inside/worker.py``). The host sends the program and the test *inputs*, never the expected
 outputs, and reads one framed report per test from the supervisor, with every read capped
-(``output_mb``); stdout and return values are compared here by ``check``. In ``assert`` mode the
-test code runs in the supervisor, calling the program's functions through a pipe and getting plain
-values back, so the program cannot reach or forge the verdict.
+(``output_mb``); stdout (as bytes, never decoded whole) and return values are compared here by
+``check``. In ``assert`` mode the test code runs in the supervisor, calling the program's functions
+through a pipe and getting plain values back, so the program cannot reach or forge the verdict.
 
 Limits (:class:`SandboxLimits`): wall seconds per test (the supervisor kills the worker and all it
 started; the host kills the whole sandbox if the supervisor itself overruns), CPU seconds per test,
-address space, file size, processes (threads included), open files, and the total size of scratch
-(a private tmpfs). ``isolation="none-unsafe"`` runs the same supervisor without bubblewrap, in a
-host temp directory, guarded only by rlimits and a CPython audit hook: for trusted code or machines
-where bubblewrap cannot run, never for model-written programs.
+address space, file size, processes (threads included), open files, and the total size and inodes
+of scratch (a private tmpfs). When its part is done a sandbox is killed at once and handed to
+:mod:`.janitor`, which gives back what it holds once the kernel lets go; callers wait for that
+outside their deadline (:func:`teardown_after`).
+
+``isolation="none-unsafe"`` runs the same supervisor without bubblewrap, in a host temp directory,
+guarded only by rlimits and a CPython audit hook: for trusted code or machines where bubblewrap
+cannot run, never for model-written programs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import json
 import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from judger.core import loops
 from judger.core.deadlines import wait_for
 from judger.core.errors import JudgerError
-from judger.runtime.sandbox import bwrap, cgroups, uids
+from judger.runtime.sandbox import bwrap, cgroups, janitor, uids
 from judger.runtime.sandbox.inside import wire
 from judger.runtime.sandbox.seccomp import filter_program, fork_filter
 
@@ -58,16 +65,23 @@ class SandboxStartError(JudgerError, RuntimeError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run limits. Times are per test; memory, output and files per process; scratch per sample."""
+    """Per-run limits. Times are per test; memory, output and files per process; scratch per sample.
+
+    ``scratch_inodes`` bounds the files and folders of the scratch (where the judge runs as root:
+    see :func:`judger.runtime.sandbox.bwrap.command`); ``allow_ptys`` gives the program a devpts,
+    whose ptys come out of the machine's one pool (``kernel.pty.max``), so it is off by default.
+    """
 
     wall_s: float = 10.0
     cpu_s: float = 10.0
     memory_mb: int = 1024
     output_mb: int = 64
     scratch_mb: int = 256
+    scratch_inodes: int = 16384
     processes: int = 64
     open_files: int = 256
     allow_subprocess: bool = False
+    allow_ptys: bool = False
     isolation: Isolation = "bwrap"
 
     def __post_init__(self) -> None:
@@ -75,7 +89,7 @@ class SandboxLimits:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 raise ValueError(f"SandboxLimits.{name} must be a positive number of seconds, got {value!r}")
-        for name in ("memory_mb", "output_mb", "scratch_mb", "processes", "open_files"):
+        for name in ("memory_mb", "output_mb", "scratch_mb", "scratch_inodes", "processes", "open_files"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
                 raise ValueError(f"SandboxLimits.{name} must be a positive integer, got {value!r}")
@@ -124,7 +138,8 @@ class SandboxResult:
 
 
 Checker = Callable[[int, dict[str, Any]], TestOutcome]
-"""Turns the report on test ``i`` (``status`` "ok", with ``stdout`` or ``output``) into an outcome."""
+"""Turns the report on test ``i`` (``status`` "ok", with ``stdout``, a bytearray, or ``output``)
+into an outcome."""
 Decided = Callable[[list[TestOutcome | None]], bool]
 """True once the remaining tests cannot change the score: the run stops there."""
 
@@ -164,20 +179,27 @@ def kill_session(pid: int) -> None:
 _SUPERVISOR_TASKS = 8  # the supervisor and the worker's own threads, beyond the program's processes
 _CONTROL_MB = 192  # the supervisor and the worker's interpreter, beyond the program's memory and scratch
 _HANDSHAKE_S = 15.0
+# how long a sample's caller waits for its sandboxes' teardown before leaving it to the janitor
+# (a teardown the kernel stalls, e.g. a process stuck in the kernel, does not stall the judge)
+TEARDOWN_WAIT_S = 30.0
 
 
 class _Sandbox:
-    """One supervisor process (under bubblewrap or not) serving the tests from ``start`` on."""
+    """One supervisor process (under bubblewrap or not) serving the tests from ``start`` on.
+
+    The host process is a plain :class:`subprocess.Popen` whose pipes are read on the event loop:
+    its teardown (:meth:`release`) then needs no event loop, and its reaping none either.
+    """
 
     def __init__(
         self,
-        proc: asyncio.subprocess.Process,
+        popen: subprocess.Popen[bytes],
         cap: int,
         scratch: str | None,
         uid: uids.UidLease | None = None,
         group: cgroups.SandboxCgroup | None = None,
     ) -> None:
-        self.proc = proc
+        self.popen = popen
         self.cap = cap
         self.scratch = scratch
         self.uid = uid
@@ -185,7 +207,30 @@ class _Sandbox:
         # the sandbox's first process (the first stage's init, or the supervisor): killing it kills
         # every process of its PID namespace
         self.pidfd = -1
-        self._finishing: asyncio.Future[None] | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.stderr: asyncio.StreamReader | None = None
+        self.stdin: asyncio.StreamWriter | None = None
+        self._transports: list[asyncio.BaseTransport] = []
+        self._released: concurrent.futures.Future[None] | None = None
+
+    async def connect(self) -> None:
+        """The host process's pipes, onto the running event loop."""
+        loop = asyncio.get_running_loop()
+        popen = self.popen
+        self.stdout = asyncio.StreamReader(limit=self.cap + _HEADER_SLACK)
+        self.stderr = asyncio.StreamReader(limit=self.cap + _HEADER_SLACK)
+        for reader, pipe in ((self.stdout, popen.stdout), (self.stderr, popen.stderr)):
+            if pipe is not None:
+                protocol = asyncio.StreamReaderProtocol(reader)
+                transport, _ = await loop.connect_read_pipe(lambda p=protocol: p, pipe)  # type: ignore[misc]
+                self._transports.append(transport)
+        if popen.stderr is None:
+            self.stderr.feed_eof()
+        assert popen.stdin is not None
+        writer_protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+        writer, _ = await loop.connect_write_pipe(lambda: writer_protocol, popen.stdin)
+        self._transports.append(writer)
+        self.stdin = asyncio.StreamWriter(writer, writer_protocol, None, loop)
 
     async def handshake(self, info_fd: int, block_fd: int) -> None:
         """Learn the host pid of the sandbox's first process, place it in the cgroup while bubblewrap
@@ -206,19 +251,20 @@ class _Sandbox:
     async def stderr_tail(self) -> str:
         """What bubblewrap said on its way out (it writes its reason there), or its exit status."""
         text = b""
-        if self.proc.stderr is not None:
+        if self.stderr is not None:
             with contextlib.suppress(TimeoutError, ValueError):
-                text = await wait_for(self.proc.stderr.read(4096), 2)
-        with contextlib.suppress(TimeoutError):
-            await wait_for(self.proc.wait(), 2)
+                text = await wait_for(self.stderr.read(4096), 2)
+        deadline = time.monotonic() + 2
+        while self.popen.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         reason = text.decode("utf-8", "replace").strip()
-        return reason[-1000:] or f"exit status {self.proc.returncode}"
+        return reason[-1000:] or f"exit status {self.popen.returncode}"
 
     async def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The next report (``stdout`` attached), None at EOF or on a broken frame."""
-        assert self.proc.stdout is not None
+        """The next report (``stdout`` attached, as bytes), None at EOF or on a broken frame."""
+        assert self.stdout is not None
         try:
-            line = await wait_for(self.proc.stdout.readline(), timeout)
+            line = await wait_for(self.stdout.readline(), timeout)
         except ValueError:  # a header past the cap
             return None
         if not line:
@@ -237,9 +283,24 @@ class _Sandbox:
         if size is not None:
             if not (isinstance(size, int) and 0 <= size <= self.cap):
                 return None
-            payload = await wait_for(self.proc.stdout.readexactly(size), timeout)
-            message["stdout"] = payload.decode("utf-8", errors="replace")
+            message["stdout"] = await wait_for(self._payload(size), timeout)
         return message
+
+    async def _payload(self, size: int) -> bytearray:
+        """``size`` bytes of stdout, read into one buffer as they arrive: never decoded (invalid UTF-8
+        decoded would cost the judge twice its size or more) nor held twice (``readexactly`` keeps
+        all of it in the reader's buffer, grown step by step, then copies it out)."""
+        assert self.stdout is not None
+        payload = bytearray(size)
+        view = memoryview(payload)
+        filled = 0
+        while filled < size:
+            chunk = await self.stdout.read(size - filled)
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", size)
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        return payload
 
     def _kill(self) -> None:
         if self.pidfd >= 0:
@@ -250,44 +311,73 @@ class _Sandbox:
             self.group.kill()
         if self.scratch is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.popen.pid, signal.SIGKILL)
         else:
-            kill_session(self.proc.pid)  # no PID namespace: the session is what we have
+            kill_session(self.popen.pid)  # no PID namespace: the session is what we have
 
-    async def finish(self) -> None:
-        """Kill the sandbox and give back what it holds (uid lease, pidfd, pipes, cgroup, scratch),
-        once however often it is called. A cancel of the caller does not stop it: a second cancel
-        arriving while the first one's teardown waits would otherwise leak its descriptors, until a
-        long run of such samples has used up the judge's."""
-        if self._finishing is None:
-            self._finishing = asyncio.ensure_future(self._finish())
-        await asyncio.shield(self._finishing)
+    def _close_pipes(self) -> None:
+        for transport in self._transports:
+            with contextlib.suppress(RuntimeError):  # an event loop already closed
+                if transport.is_closing():
+                    continue
+                if isinstance(transport, asyncio.WriteTransport):
+                    transport.abort()  # what is still buffered for it is dropped, not flushed
+                else:
+                    transport.close()
+        # at once, not when the loop gets to the transports' callbacks (it may never)
+        for pipe in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
-    async def _finish(self) -> None:
-        self._kill()
-        with contextlib.suppress(TimeoutError):
-            await wait_for(self.proc.wait(), 10)
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
-        # close the pipes now, on this loop: a stdout not read to its end is otherwise closed by
-        # the transport's finalizer, which on Python 3.10 runs after the loop has closed and
-        # reports "Event loop is closed" (asyncio's Process has no public close)
-        transport = getattr(self.proc, "_transport", None)
-        if transport is not None:
-            transport.close()
-        if self.group is not None:
-            for _ in range(100):  # a killed task leaves its cgroup a moment after it is reaped
-                if self.group.remove():
-                    break
-                self.group.kill()
-                await asyncio.sleep(0.01)
-            self.group = None
-        if self.uid is not None:
-            self.uid.release()  # only now: every process of that uid is gone
-            self.uid = None
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+    def release(self) -> concurrent.futures.Future[None]:
+        """Kill the sandbox now and hand what it holds (its process to reap, pidfd, cgroup, uid
+        lease, scratch) to the janitor; synchronous, so that however the sample ends -- a cancel, its
+        event loop closing, an error -- this runs in full. The future is done once all of it is
+        given back; the same one on every call."""
+        if self._released is None:
+            self._kill()
+            self._close_pipes()
+            remains = janitor.Remains(self.popen, self.pidfd, self.group, self.uid, self.scratch)
+            self.pidfd, self.group, self.uid, self.scratch = -1, None, None, None
+            self._released = janitor.submit(remains)
+        return self._released
+
+
+_teardowns: contextvars.ContextVar[list[concurrent.futures.Future[None]] | None] = contextvars.ContextVar(
+    "judger_sandbox_teardowns", default=None
+)
+
+
+async def wait_torn_down(
+    done: Sequence[concurrent.futures.Future[None]], timeout: float = TEARDOWN_WAIT_S
+) -> None:
+    """Wait until these sandboxes are torn down, at most ``timeout`` seconds (the janitor goes on)."""
+    if done:
+        await asyncio.wait([asyncio.wrap_future(future) for future in done], timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def teardown_after() -> AsyncIterator[None]:
+    """Sandboxes released inside the block are waited for at its end, not where they are released:
+    a deadline inside the block (a judger's per-sample ``timeout``) never runs out on the kernel's
+    teardown of a sandbox, whatever the program left in it, while the caller still holds its slot
+    until the sandbox is gone."""
+    pending: list[concurrent.futures.Future[None]] = []
+    token = _teardowns.set(pending)
+    try:
+        yield
+    finally:
+        _teardowns.reset(token)
+        await wait_torn_down(pending)
+
+
+def _let_go(sandbox: _Sandbox) -> None:
+    """Release ``sandbox``; its teardown is waited for where :func:`teardown_after` says."""
+    done = sandbox.release()
+    pending = _teardowns.get()
+    if pending is not None and done not in pending:
+        pending.append(done)
 
 
 async def _read_info(fd: int, timeout: float) -> bytes:
@@ -341,11 +431,15 @@ class _Launch:
     uid: uids.UidLease | None = None
     group: cgroups.SandboxCgroup | None = None
 
-    def abandon(self) -> None:
+    def close_handshake(self) -> None:
         for fd in (self.info_r, self.block_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self.info_r = self.block_w = -1
+
+    def abandon(self) -> None:
+        self.close_handshake()
         if self.group is not None:
             self.group.remove()
         if self.uid is not None:
@@ -395,6 +489,8 @@ def _prepare_bwrap(launch: _Launch, limits: SandboxLimits) -> None:
         host_uid=None if launch.uid is None else launch.uid.uid,
         info_fd=info_w,
         block_fd=block_r,
+        scratch_inodes=limits.scratch_inodes,
+        ptys=limits.allow_ptys,
     )
 
 
@@ -408,16 +504,15 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
     launch = _bwrap_launch(limits) if limits.isolation == "bwrap" else _unconfined_launch()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE if limits.isolation == "bwrap" else asyncio.subprocess.DEVNULL,
+        popen = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if limits.isolation == "bwrap" else subprocess.DEVNULL,
             cwd=launch.cwd,
             env=env,
             pass_fds=launch.pass_fds,
             start_new_session=True,
-            limit=cap + _HEADER_SLACK,
         )
     except BaseException:
         launch.abandon()
@@ -425,40 +520,41 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     finally:
         for fd in launch.pass_fds:
             os.close(fd)
-    sandbox = _Sandbox(proc, cap, launch.scratch, launch.uid, launch.group)
-    await _handshake(sandbox, launch)
-    await _send_job(sandbox, job)
+    sandbox = _Sandbox(popen, cap, launch.scratch, launch.uid, launch.group)
+    try:
+        await sandbox.connect()
+        await _handshake(sandbox, launch)
+        await _send_job(sandbox, job)
+    except BaseException:
+        # cancelled or failed before the caller holds it: given back here
+        launch.close_handshake()
+        _let_go(sandbox)
+        raise
     return sandbox
 
 
 async def _handshake(sandbox: _Sandbox, launch: _Launch) -> None:
     """Place a bubblewrap sandbox in its cgroup before it goes on (nothing to do without bubblewrap)."""
-    block_w = launch.block_w
+    info_r, launch.info_r = launch.info_r, -1  # closed by the handshake
     try:
-        if launch.info_r >= 0:
-            await sandbox.handshake(launch.info_r, block_w)
-    except BaseException:
-        launch.info_r = -1  # closed by the handshake
-        await sandbox.finish()
-        with contextlib.suppress(OSError):
-            os.close(block_w)
-        raise
-    if block_w >= 0:
-        os.close(block_w)
+        if info_r >= 0:
+            await sandbox.handshake(info_r, launch.block_w)
+    finally:
+        if launch.block_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(launch.block_w)
+            launch.block_w = -1
 
 
 async def _send_job(sandbox: _Sandbox, job: dict[str, Any]) -> None:
-    proc = sandbox.proc
-    assert proc.stdin is not None
+    stdin = sandbox.stdin
+    assert stdin is not None
     try:
-        proc.stdin.write(json.dumps(job).encode())
-        await proc.stdin.drain()
-        proc.stdin.close()
+        stdin.write(json.dumps(job).encode())
+        await stdin.drain()
+        stdin.close()
     except (BrokenPipeError, ConnectionResetError):
         pass  # it died at once: reported as a crash of the first test
-    except BaseException:
-        await sandbox.finish()  # cancelled before the caller holds it: do not leak it
-        raise
 
 
 def _job(
@@ -512,7 +608,23 @@ async def run_tests(
     tests together: once the program has spent it, the test in hand and the rest are timeouts (a
     verdict on the program), so that a caller's deadline above it is not what ends the sample.
     Raises :class:`~judger.runtime.sandbox.bwrap.IsolationUnavailable` when bubblewrap cannot run here.
+
+    Each sandbox is killed as soon as its part is done, and its teardown waited for at the end
+    (or, inside :func:`teardown_after`, at the end of that block), never before the next test.
     """
+    if _teardowns.get() is None:
+        async with teardown_after():
+            return await run_tests(
+                code,
+                mode,
+                tests,
+                check,
+                limits=limits,
+                decided=decided,
+                fn_name=fn_name,
+                entry_point=entry_point,
+                budget_s=budget_s,
+            )
     limits = limits or SandboxLimits()
     n = len(tests)
     outcomes: list[TestOutcome | None] = [None] * n
@@ -538,7 +650,7 @@ async def run_tests(
         try:
             next_test = await _serve(sandbox, job, outcomes, check, decided, result, per_test_s, deadline)
         finally:
-            await sandbox.finish()
+            _let_go(sandbox)
         if deadline is not None and time.monotonic() >= deadline:
             break
         if next_test < n and outcomes[next_test] is None and not result.load_error:
@@ -619,9 +731,9 @@ def _silent(
 async def _start_failure(sandbox: _Sandbox, job: dict[str, Any]) -> SandboxStartError:
     """Why a sandbox ended before it was ready (it is finished here)."""
     reason = await sandbox.stderr_tail() if job["isolated"] else ""
-    await sandbox.finish()
+    sandbox.release()
     kind = "bubblewrap sandbox" if job["isolated"] else "sandbox supervisor"
-    reason = reason or f"exit status {sandbox.proc.returncode}"
+    reason = reason or f"exit status {sandbox.popen.returncode}"
     return SandboxStartError(f"the {kind} failed to start ({reason})")
 
 

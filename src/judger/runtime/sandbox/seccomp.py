@@ -12,7 +12,15 @@ keyrings, ``mount`` and namespaces, ``ptrace`` and ``process_vm_*``, ``bpf``, ``
 - ``fcntl(F_SETLEASE)``, inotify and fanotify: leases stall every open of a file on the host, and
   watch instances are a per-user kernel quota shared with other processes;
 - ``io_uring_setup``: locked memory charged per user, and a second syscall surface;
-- ``pidfd_getfd``, ``prlimit64`` on another process, ``clone`` with namespace flags.
+- ``pidfd_getfd``, ``prlimit64`` on another process, ``clone`` with namespace flags;
+- what the kernel counts per machine rather than per cgroup: sockets (and socket pairs) of any
+  family but ``AF_UNIX`` (TCP and UDP buffers are machine-wide counters, which cgroup v1 does not
+  charge; the sandbox has no network anyway; and a family's first socket can load its kernel
+  module), ``io_setup``/``io_submit`` (``fs.aio-max-nr`` is one quota for
+  the machine) and ``mmap(MAP_HUGETLB)`` (the reserved huge page pool, which no memory limit counts);
+- a thread (``clone(CLONE_THREAD)``) that does not share its creator's descriptor table, memory,
+  filesystem, signal handlers and semaphore undo list (``pthread_create`` shares all five): each
+  such thread would hold ``RLIMIT_NOFILE`` descriptors of its own.
 
 ``clone3`` answers ENOSYS (its flags sit in a struct a filter cannot read; the C library then falls
 back to ``clone``, whose flags it can). Calls of another ABI (x32, or a 32-bit ABI on a 64-bit
@@ -33,6 +41,7 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_AND_K = 0x54
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
@@ -55,6 +64,8 @@ REFUSED: tuple[str, ...] = (
     "memfd_create", "memfd_secret", "shmget", "msgget", "chmod", "fchmod", "fchmodat", "fchmodat2",
     "chown", "fchown", "lchown", "fchownat", "inotify_init", "inotify_init1", "fanotify_init",
     "io_uring_setup", "pidfd_getfd",
+    # one quota for the whole machine
+    "io_setup", "io_submit",
 )  # fmt: skip
 
 _NUMBERS: dict[str, dict[str, int]] = {
@@ -73,9 +84,10 @@ _NUMBERS: dict[str, dict[str, int]] = {
         "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68, "chmod": 90, "fchmod": 91,
         "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
         "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "io_uring_setup": 425,
-        "pidfd_getfd": 438,
+        "pidfd_getfd": 438, "io_setup": 206, "io_submit": 209,
         # the calls with rules on their arguments, below
-        "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "fcntl": 72, "prlimit64": 302,
+        "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "fcntl": 72, "prlimit64": 302, "socket": 41,
+        "socketpair": 53, "mmap": 9,
     },
     "aarch64": {
         "acct": 89, "add_key": 217, "bpf": 280, "clock_adjtime": 266, "clock_settime": 112,
@@ -90,18 +102,25 @@ _NUMBERS: dict[str, dict[str, int]] = {
         "unshare": 97, "userfaultfd": 282, "vhangup": 58, "memfd_create": 279, "memfd_secret": 447,
         "shmget": 194, "msgget": 186, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchown": 55,
         "fchownat": 54, "inotify_init1": 26, "fanotify_init": 262, "io_uring_setup": 425,
-        "pidfd_getfd": 438,
-        "clone": 220, "clone3": 435, "fcntl": 25, "prlimit64": 261,
+        "pidfd_getfd": 438, "io_setup": 0, "io_submit": 2,
+        "clone": 220, "clone3": 435, "fcntl": 25, "prlimit64": 261, "socket": 198,
+        "socketpair": 199, "mmap": 222,
     },
 }  # fmt: skip
 _ARCH = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
 _CLONE_THREAD = 0x00010000
+# CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM: what glibc's, musl's
+# and Go's threads share; a thread without CLONE_FILES would have a descriptor table of its own
+_THREAD_SHARES = 0x00000100 | 0x00000200 | 0x00000400 | 0x00000800 | _CLONE_THREAD | 0x00040000
+_AF_UNIX = 1
+_MAP_HUGETLB = 0x40000
 # CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _CLONE_NAMESPACES = 0x7E020000
 _F_SETLEASE = 1024
 _ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]), its low 32 bits on little-endian machines
 _ARG1_LOW = 24
+_ARG3_LOW = 40
 
 Step = tuple[int, int, "str | None", "str | None"]
 """(opcode, k, label if true, label if false): jumps are resolved from labels by :func:`_assemble`."""
@@ -162,15 +181,29 @@ def filter_program(machine: str | None = None) -> bytes | None:
         (_JEQ_K, numbers["clone3"], "enosys", None),
         (_JEQ_K, numbers["clone"], "clone", None),
         (_JEQ_K, numbers["fcntl"], "fcntl", None),
-        (_JEQ_K, numbers["prlimit64"], "prlimit", "allow"),
+        (_JEQ_K, numbers["prlimit64"], "prlimit", None),
+        (_JEQ_K, numbers["socket"], "socket", None),
+        (_JEQ_K, numbers["socketpair"], "socket", None),
+        (_JEQ_K, numbers["mmap"], "mmap", "allow"),
     ]
     return _assemble(
         [
             (None, head),
-            ("clone", [(_LD_W_ABS, _ARG0_LOW, None, None), (_JSET_K, _CLONE_NAMESPACES, "deny", "allow")]),
+            (
+                "clone",
+                [
+                    (_LD_W_ABS, _ARG0_LOW, None, None),
+                    (_JSET_K, _CLONE_NAMESPACES, "deny", None),
+                    (_JSET_K, _CLONE_THREAD, None, "allow"),
+                    (_AND_K, _THREAD_SHARES, None, None),
+                    (_JEQ_K, _THREAD_SHARES, "allow", "deny"),
+                ],
+            ),
             ("fcntl", [(_LD_W_ABS, _ARG1_LOW, None, None), (_JEQ_K, _F_SETLEASE, "deny", "allow")]),
             # another process's limits (pid != 0): the supervisor shares the program's uid
             ("prlimit", [(_LD_W_ABS, _ARG0_LOW, None, None), (_JEQ_K, 0, "allow", "deny")]),
+            ("socket", [(_LD_W_ABS, _ARG0_LOW, None, None), (_JEQ_K, _AF_UNIX, "allow", "deny")]),
+            ("mmap", [(_LD_W_ABS, _ARG3_LOW, None, None), (_JSET_K, _MAP_HUGETLB, "deny", "allow")]),
         ]
     )
 
