@@ -14,23 +14,12 @@ OPEN = "<think>"
 CLOSE = "</think>"
 
 
-OPENING = 64
-"""How far into a response a reasoning model's opening ``<think>`` is looked for by :func:`may_reason`."""
-
-
-def may_reason(text: str) -> bool:
-    """Whether :func:`committed_text` can differ from ``text`` where it matters: a ``</think>``
-    anywhere, or a ``<think>`` opening the response (within :data:`OPENING` characters).
-
-    One scan of the text for the longer tag instead of two: a GSM8K response is scored in about the
-    time a scan takes. What it misses is a ``<think>`` opened further in and never closed; cutting
-    there could only take an answer away, so a response gains nothing by it.
-    """
-    return CLOSE in text or OPEN in text[:OPENING]
-
-
 def committed_text(text: str) -> str:
-    """``text`` after its last ``</think>``, and before a ``<think>`` left open after that."""
+    """``text`` after its last ``</think>``, and before a ``<think>`` left open after that.
+
+    A caller on a hot path tests ``"think>" in text`` first: one scan finds either tag (about 900
+    instructions on a 400-character response, the cheapest needle measured), and most responses
+    hold neither."""
     close = text.rfind(CLOSE)
     if close >= 0:
         text = text[close + len(CLOSE) :]

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from judger.core.errors import NoResponseError
-from judger.scorers.committed import OPENING, committed_text, may_reason
+from judger.scorers.committed import committed_text
 from judger.scorers.labels import missing_label
 
 Method = Literal["strict", "flexible"]
@@ -209,7 +209,7 @@ def make_scorer(
             correct = answer is not None and answer == final_answer_label(ground_truth)
         else:
             label = _label(ground_truth)
-            if may_reason(solution_str):
+            if "think>" in solution_str:
                 solution_str = committed_text(solution_str)
             answer = extract_solution(solution_str, method)
             correct = answer is not None and answer == label
@@ -301,7 +301,7 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                         if len(canonical) >= _MAX_LABELS:
                             canonical.clear()
                         canonical[label] = gold
-                if "</think>" in text or "<think>" in text[:OPENING]:  # committed.may_reason, inlined
+                if "think>" in text:  # one scan finds either tag
                     text = committed_text(text)
                 at = text.rfind("####", back)
                 if at < 0:
