@@ -10,7 +10,9 @@ adversary that tries to farm each of these is tests/scorers/test_adversary.py.
 
 from __future__ import annotations
 
+import importlib.util
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,13 @@ from judger.scorers.math import reward as math_reward
 from judger.scorers.math.reward import grade_answer
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
+
+_spec = importlib.util.spec_from_file_location(
+    "grading_categories", Path(__file__).parents[2] / "bench" / "grading" / "categories.py"
+)
+assert _spec is not None and _spec.loader is not None
+categories = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(categories)
 
 # (answer, label, equal?)
 CASES = [
@@ -306,26 +315,27 @@ def test_unit_spellings_and_option_hedges(answer: str, gold: str, equal: bool) -
     assert grade_answer(answer, gold) is equal
 
 
-@pytest.mark.parametrize(
-    ("rounding", "answer", "gold", "equal"),
-    [
-        (2, "2.83", "2\\sqrt{2}", True),
-        (2, "2.828", "2\\sqrt{2}", True),  # more places than asked, and right
-        (2, "2.8", "2\\sqrt{2}", False),  # fewer places than asked
-        (2, "2.82", "2\\sqrt{2}", False),  # truncated where a rounding was asked
-        (1, "1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", True),
-        (1, "1.41, 1.8", "\\sqrt{2}, \\sqrt{3}", False),
-        ("decimal", "0.33", "\\frac13", True),
-        ("decimal", "0.3", "\\frac13", False),  # one significant digit says too little
-        ("decimal", "0.34", "\\frac13", False),
-        ("decimal", "3.3 \\times 10^{-2}", "\\frac{1}{30}", True),
-        ("decimal", "0.7854", "\\frac{\\pi}{4}", True),
-        ("decimal", "0.7853", "\\frac{\\pi}{4}", False),
-        (3, "125.6637", "125.664", True),  # a more precise decimal of a rounded label
-        (3, "\\frac{377}{3}", "125.667", True),
-        (3, "125.6", "125.664", False),
-    ],
-)
+# (places the prompt asks for, answer, label, equal?)
+ROUNDING_CASES: list[tuple[int | str, str, str, bool]] = [
+    (2, "2.83", "2\\sqrt{2}", True),
+    (2, "2.828", "2\\sqrt{2}", True),  # more places than asked, and right
+    (2, "2.8", "2\\sqrt{2}", False),  # fewer places than asked
+    (2, "2.82", "2\\sqrt{2}", False),  # truncated where a rounding was asked
+    (1, "1.41, 1.73", "\\sqrt{2}, \\sqrt{3}", True),
+    (1, "1.41, 1.8", "\\sqrt{2}, \\sqrt{3}", False),
+    ("decimal", "0.33", "\\frac13", True),
+    ("decimal", "0.3", "\\frac13", False),  # one significant digit says too little
+    ("decimal", "0.34", "\\frac13", False),
+    ("decimal", "3.3 \\times 10^{-2}", "\\frac{1}{30}", True),
+    ("decimal", "0.7854", "\\frac{\\pi}{4}", True),
+    ("decimal", "0.7853", "\\frac{\\pi}{4}", False),
+    (3, "125.6637", "125.664", True),  # a more precise decimal of a rounded label
+    (3, "\\frac{377}{3}", "125.667", True),
+    (3, "125.6", "125.664", False),
+]
+
+
+@pytest.mark.parametrize(("rounding", "answer", "gold", "equal"), ROUNDING_CASES)
 def test_a_decimal_is_paid_for_an_exact_value_where_the_prompt_asks_for_one(
     rounding: int | str, answer: str, gold: str, equal: bool
 ) -> None:
@@ -417,6 +427,14 @@ async def test_what_the_judger_reads_from_the_prompt_and_the_response(
         ("The answer is $5$. Or maybe $6$.", "5", False),  # the statement was not the last word
         ("I computed $2+3=5$.\nThen I stopped to think about it.", "5", False),  # its last line has no math
         ("The answer is $\\frac{1}{2}$. \\boxed{3}", "\\frac12", False),  # a box always wins
+        ("Final Answer: The largest $n$ is 34. I hope it is correct.<|im_end|>", "34", True),
+        ("Final Answer: Jane started growing it 3 hours ago.", "3", True),  # its one number
+        ("Thus the probability that Alice wins is 2/3.", "\\frac23", True),
+        ("Thus $x <= 2$ is our answer.", "x \\leq 2", True),  # a relation kept whole
+        ("Answer $ \n 9 \n $", "9", False),  # inline math never spans lines
+        ("Answer $$ \n 9 \n $$", "9", True),  # display math may
+        ("We get $72$ or $73$", "72", False),  # one value is read: the last
+        ("Final answer: Jane says it could be 3 or 4 hours.", "3", False),  # two numbers: none
     ],
 )
 def test_an_answer_stated_without_a_box(response: str, gold: str, equal: bool) -> None:
@@ -426,9 +444,11 @@ def test_an_answer_stated_without_a_box(response: str, gold: str, equal: bool) -
 
 def test_huge_powers_are_decided_by_value_within_the_deadline() -> None:
     started = time.monotonic()
-    assert grade_answer("(x-a)^{6000}", "(x-a)^{5999}") is False
-    assert grade_answer("(x-a)^{6000}", "(a-x)^{6000}") is True
-    assert grade_answer("(a-x)^{6001}", "-(x-a)^{6001}") is True
-    assert grade_answer("(x+1)^{3000}(x-1)^{3000}", "(x^2-1)^{3000}") is True
-    assert grade_answer("(x+1)^{3000}(x-1)^{3000}", "(x^2+1)^{3000}") is False
-    assert time.monotonic() - started < 5.0
+    for answer, gold, equal in categories.HUGE_POWERS:
+        assert grade_answer(answer, gold) is equal, (answer, gold)
+    assert time.monotonic() - started < 30.0  # each is milliseconds; expanded, each one overran 10 s
+
+
+def test_the_benchmark_category_cases_are_these_tables() -> None:
+    # bench/grading/judger_categories.jsonl is written from them: rerun bench/grading/categories.py
+    assert categories.OUT.read_text() == categories.text()

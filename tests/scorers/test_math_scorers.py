@@ -112,7 +112,7 @@ GOLDEN = [
     (boxed("\\frac{1}{2^{99}}"), "\\frac{1}{2^{99}}", 1.0, 1.0),
     # no box: verl needs one; the default mode reads a stated final answer (unboxed=True)
     ("The answer is 5.", "5", 0.0, 1.0),
-    ("I think it is 5 but I cannot tell.", "5", 0.0, 0.0),
+    ("I think so, but I cannot tell.", "5", 0.0, 0.0),
     (boxed("3, 5"), "3", 0.0, 0.0),
 ]
 

@@ -12,7 +12,9 @@ from judger.core.rollout import RolloutState
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.scorers.committed import committed_text
 from judger.scorers.math.boxed import BOXED, final_answer, final_boxes, last_boxed
+from judger.scorers.math.order import prompt_text
 from judger.scorers.math.prompt_facts import prompt_facts
+from judger.scorers.math.restated import copies_question
 from judger.scorers.math.reward import compute_score, ground_truth_text, trivial_result
 from judger.scorers.math.stated import stated_answer
 
@@ -57,8 +59,8 @@ def quick_math_result(answer: Any, label: Any, kwargs: dict[str, Any]) -> dict[s
     """
     if not isinstance(label, str) or not (answer is None or isinstance(answer, str)):
         return None
-    if "boxes" in kwargs:
-        return None  # two different boxes are graded as their list, on the pool
+    if "boxes" in kwargs or "restates_question" in kwargs:
+        return None  # two different boxes are graded as their list, a restatement refused, on the pool
     return trivial_result(answer, _gold(label))
 
 
@@ -81,10 +83,13 @@ class MathJudger(ScorerJudger):
         if self.options.get("compat") is None and isinstance(response, str):
             response = committed_text(response)  # a box inside <think> reasoning is no answer
             answer = final_answer(response)
+            kwargs: dict[str, Any] = {"extracted": True}
             if answer is None and self.options.get("unboxed", True):
                 answer = stated_answer(response)
+                # read without a box: from the question restated, it would pay without solving
+                if answer is not None and copies_question(response, prompt_text(rollout_state.message)):
+                    kwargs["restates_question"] = True
             payload["response"] = answer
-            kwargs: dict[str, Any] = {"extracted": True}
             payload["scorer_kwargs"] = kwargs
             if answer is not None and response.count(BOXED) >= 2 and answer == last_boxed(response):
                 boxes = final_boxes(response)

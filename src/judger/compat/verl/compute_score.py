@@ -23,7 +23,7 @@ from judger.core.errors import JudgerError
 from judger.core.sparse_log import SparseLog
 from judger.runtime.procpool.shared import shared_pool
 from judger.scorers.math.prompt_facts import prompt_facts
-from judger.scorers.math.reward import extract, quick_result
+from judger.scorers.math.reward import extract, quick_result, unboxed_source
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +71,13 @@ def _score_on_pool(
     _warm_shared_pool()
     if route.boxed_input and isinstance(solution_str, str):
         # the answer is found here (a linear scan) so only a few characters cross to the worker
+        response = solution_str
         solution_str, boxes = extract(solution_str)
         question = extra_info.get("question") if isinstance(extra_info, dict) else None
         # verl's preprocessing keeps the question in some datasets: what it asks for is graded
-        facts = prompt_facts(question, solution_str, ground_truth) if isinstance(question, str) else {}
+        facts = {}
+        if isinstance(question, str):
+            facts = prompt_facts(question, solution_str, ground_truth, unboxed_source(response))
         # verl's per-sample managers call this once per row: an answer that needs no parser is
         # decided here, without a round trip to the pool (a run of two different boxes is graded
         # as their list, and the prompt's facts are weighed, there)

@@ -177,7 +177,10 @@ def function_bodies(answer: str, gold: str) -> tuple[str, str] | None:
 
 # --- matrices -----------------------------------------------------------------------------------------
 
-_MATRIX_ENV = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)
+# one environment: its body holds no other \begin or \end ("A + B" of two matrices is no matrix)
+_MATRIX_ENV = re.compile(
+    r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[^{}]*\})?((?:(?!\\begin|\\end).)*)\\end\{\1\}", re.S
+)
 _NESTED = re.compile(r"^\s*[\[(]\s*[\[(].*[\])]\s*[\])]\s*$", re.S)
 
 

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 
 _UNIT_TEXT = re.compile(r"\\(?:text|textrm|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z.\s]*\}")
-_PRESENTATION = re.compile(r"\\[,;:! ]|\\left|\\right|\^\{?\\circ\}?|\\\$|\$|\s+")
+_PRESENTATION = re.compile(r"\\[,;:! ]|\\left|\\right|\^\{?\\circ\}?|\\\$|\$|[€£¥]|\s+")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 _GROUPED = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # "0,111" is a decimal comma
 _FRAC = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}")

@@ -19,6 +19,11 @@ _MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re
 _COMPOUND = re.compile(r"[\\^/*+()=\-]|\d[A-Za-z]|[A-Za-z]\d")
 _PLAIN_NUMBER = re.compile(r"-?[\d.,]+")
 MIN_CHARS = 3
+COPY_WORDS = 6
+"""A line this long or longer can be a copy of the question's (a shorter one is an answer)."""
+COPY_SHARE = 0.6
+"""Share of a line's word trigrams found in the question that make the line a copy of it."""
+_WORDS = re.compile(r"[\w$\\{}^]+")
 
 
 def canonical(text: str) -> str:
@@ -42,6 +47,23 @@ def _standalone(haystack: str, needle: str) -> bool:
             return True
         start = haystack.find(needle, start + 1)
     return False
+
+
+def _trigrams(text: str) -> set[tuple[str, ...]]:
+    words = _WORDS.findall(text.lower())
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def copies_question(text: str, question: str) -> bool:
+    """Whether the last line of ``text`` (a response without a box, whose answer is read from it)
+    is copied from ``question``: most of its word trigrams are the question's. A response that
+    restates the question would otherwise be paid whenever the question's last number is the
+    answer ("... numbers from 1 to 20 ... how many rolls?" for 20)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or len(_WORDS.findall(lines[-1])) < COPY_WORDS:
+        return False
+    line = _trigrams(lines[-1])
+    return bool(line) and len(line & _trigrams(question)) >= COPY_SHARE * len(line)
 
 
 def restates_question(answer: str, question: str, gold: str) -> bool:

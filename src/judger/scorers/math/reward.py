@@ -98,6 +98,11 @@ def markup_free(text: str) -> str:
     return "".join(text.split()).strip("$")
 
 
+# plain-text relations as models type them ("x <= 2"): the LaTeX parser reads only the macros
+_RELATION_MACROS = {"<=": "\\leq ", ">=": "\\geq ", "!=": "\\neq "}
+_RELATIONS = re.compile(r"<=|>=|!=")
+
+
 def grade_answer(answer: str, ground_truth: Any, ordered: bool = False, rounding: Rounding = None) -> bool:
     """Our equivalence of an extracted answer and a label.
 
@@ -138,7 +143,9 @@ def parser_free_verdict(
     gold = ground_truth_text(ground_truth)
     if answer == gold:
         return True
-    answer = without_separators(strip_noise(clean_answer(answer)))
+    answer = _RELATIONS.sub(
+        lambda m: _RELATION_MACROS[m[0]], without_separators(strip_noise(clean_answer(answer)))
+    )
     if not answer:
         return False
     if answer == gold:
@@ -225,6 +232,15 @@ def extract(solution_str: Any, unboxed: bool = True) -> tuple[str | None, tuple[
     if text.count(BOXED) >= 2 and answer == last_boxed(text):
         boxes = tuple(final_boxes(text))
     return answer, boxes
+
+
+def unboxed_source(solution_str: Any) -> str | None:
+    """The committed text of a response without a box: where :func:`extract` reads a stated answer
+    (which must not be the question restated: :func:`~judger.scorers.math.restated.copies_question`)."""
+    if not isinstance(solution_str, str):
+        return None
+    text = committed_text(solution_str)
+    return text if final_answer(text) is None else None
 
 
 _CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]{0,30}")

@@ -198,7 +198,7 @@ def parse_unit(text: str, wrapped: bool) -> Unit | None:
 def split_unit(text: str) -> tuple[str, Unit] | None:
     """``(number part, unit)`` of ``5 km`` / ``3\\text{ m}^2`` / ``9.8\\ \\mathrm{m/s^2}`` / ``\\$6`` /
     ``48^\\circ``, else None."""
-    text = text.strip()
+    text = text.strip().replace("²", "^2").replace("³", "^3")
     found = _DEGREES.search(text)
     if found is not None:
         number = _TRAILING_SPACE.sub("", text[: found.start()])
