@@ -101,6 +101,8 @@ class _PoolCore:
     ) -> None:
         self.name = name
         self.preload = tuple(preload)
+        # what each worker also imports before READY, not its fork server (a caller's own modules)
+        self.worker_preload: tuple[str, ...] = ()
         self.start_failures = 0
         self.size = workers
         self.ctx = mp.get_context(start_method)
@@ -139,6 +141,11 @@ class _PoolCore:
                 self.thread = threading.Thread(target=self._run, name=f"judger-{self.name}", daemon=True)
                 self.thread.start()
         self._wake()
+
+    def add_worker_preload(self, modules: Iterable[str]) -> None:
+        with self.lock:
+            new = tuple(m for m in dict.fromkeys(modules) if m not in self.preload + self.worker_preload)
+            self.worker_preload += new
 
     def start(self) -> None:
         """Start the workers now instead of on the first call (e.g. while the caller reads its input)."""
@@ -253,7 +260,7 @@ class _PoolCore:
             parent_conn, child_conn = self.ctx.Pipe(duplex=True)
             process = self.process_class(
                 target=worker_main,
-                args=(child_conn, self.memory_limit_bytes, self.preload),
+                args=(child_conn, self.memory_limit_bytes, self.preload + self.worker_preload),
                 name=f"judger-{self.name}-worker",
                 daemon=True,
             )
