@@ -34,11 +34,16 @@ def may_use_pool(judger: Any) -> bool:
 
 
 def start_pools(judger: Any) -> None:
-    """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
+    """Start the shared worker processes now if the judger (or a branch of it) scores on them, each
+    importing first the modules of the reward handlers that run there."""
     if uses_pool(judger):
+        from judger.judgers.composed import leaf_judgers
         from judger.runtime.procpool.shared import shared_pool
 
-        shared_pool().start()
+        pool = shared_pool()
+        for leaf in leaf_judgers(judger):
+            pool.preload_in_workers(getattr(getattr(leaf, "placement", None), "modules", ()))
+        pool.start()
 
 
 def close_shared_pool() -> None:

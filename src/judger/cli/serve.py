@@ -250,9 +250,10 @@ def _get_reward_reader(spec: dict[str, Any]) -> Any:
 
 
 def _app(spec: dict[str, Any]) -> Any:
+    from judger.cli.pools import start_pools
     from judger.server.app import create_app
 
-    return create_app(
+    app = create_app(
         _target(spec),
         token=spec["token"],
         max_body_bytes=spec["max_body_bytes"],
@@ -265,6 +266,9 @@ def _app(spec: dict[str, Any]) -> Any:
         log_keys=spec["log_keys"],
         get_reward_reader=_get_reward_reader(spec),
     )
+    # worker processes start now, not on the first request (which would wait seconds for them)
+    start_pools(app.state.server.judger)
+    return app
 
 
 def app_from_env() -> Any:

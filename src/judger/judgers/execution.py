@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.machinery
 import io
 import logging
+import multiprocessing
 import pickle
 import sys
 import types
@@ -109,6 +110,8 @@ def resolve_execution(
     if requested == "thread":
         return Placement("thread")
     modules, reason = worker_modules(handler.target, handler.kwargs, extra_info)
+    if reason is None and multiprocessing.current_process().daemon:
+        reason = "this process is a daemonic multiprocessing worker, which may not start processes"
     if reason is None:
         return Placement("process", modules=modules)
     shown = handler.describe()
