@@ -89,6 +89,13 @@ def _add_limit_arguments(group: argparse._ArgumentGroup) -> None:
         "(default 2 x --max-concurrency)",
     )
     group.add_argument(
+        "--max-client-body-bytes",
+        type=int,
+        default=None,
+        help="bytes of judge request bodies one client address may have in memory at once, read or "
+        "being judged; more get 429 (default: 1/16 of the memory the server may use)",
+    )
+    group.add_argument(
         "--body-timeout",
         type=float,
         default=30.0,
@@ -220,6 +227,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
         "max_body_bytes": args.max_body_bytes,
         "max_concurrency": args.max_concurrency,
         "max_client_requests": args.max_client_requests,
+        "max_client_body_bytes": args.max_client_body_bytes,
         "body_timeout": args.body_timeout,
         "allowed_hosts": _allowed_hosts(args),
         "failure_reward": _failure_reward(args.failure_reward),
@@ -259,6 +267,7 @@ def _app(spec: dict[str, Any]) -> Any:
         max_body_bytes=spec["max_body_bytes"],
         max_concurrency=spec["max_concurrency"],
         max_client_requests=spec["max_client_requests"],
+        max_client_body_bytes=spec["max_client_body_bytes"],
         body_timeout=spec["body_timeout"],
         allowed_hosts=spec["allowed_hosts"],
         failure_reward=spec["failure_reward"],
@@ -266,8 +275,9 @@ def _app(spec: dict[str, Any]) -> Any:
         log_keys=spec["log_keys"],
         get_reward_reader=_get_reward_reader(spec),
     )
-    # worker processes start now, not on the first request (which would wait seconds for them)
-    start_pools(app.state.server.judger)
+    # worker processes start now, and /health answers once they do: not on the first request,
+    # which would wait seconds for them
+    start_pools(app.state.server.judger, wait=True)
     return app
 
 
