@@ -122,14 +122,16 @@ def _add_get_reward_arguments(group: argparse._ArgumentGroup) -> None:
         "--tokenizer",
         metavar="PATH",
         help="/get_reward: the tokenizer directory of the policy (OpenRLHF's --pretrain); its special-token "
-        "text is stripped from each response, as OpenRLHF sends it decoded with special tokens",
+        "text is stripped from the end of each response, as OpenRLHF sends it decoded with special "
+        "tokens (default: the end markers of the common chat templates, said at start-up)",
     )
     group.add_argument(
         "--strip-text",
         dest="strip_texts",
         action="append",
         metavar="TEXT",
-        help="/get_reward: a text to strip from each response, e.g. '<|im_end|>' (repeatable)",
+        help="/get_reward: a text to strip from the end of each response, e.g. '<|im_end|>' (repeatable; "
+        "replaces the default end markers)",
     )
     group.add_argument(
         "--data-source",
@@ -316,17 +318,18 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
+        reader = _get_reward_reader(spec)
         if args.workers == 1:
             app: Any = _app(spec)
             factory = False
         else:
             _target(spec)  # fail here, once, rather than in every worker
-            _get_reward_reader(spec)
             os.environ[_SPEC_ENV] = json.dumps(spec)
             app, factory = "judger.cli.serve:app_from_env", True
     except (ValueError, TypeError, ImportError, OSError) as exc:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
+    print(f"judger serve: {reader.describe()}", file=sys.stderr)
     # uvicorn's own limits: idle keep-alive connections close after 5 s and headers are capped by
     # h11/httptools. It has no header or body-read deadline and no per-client cap: the protocol of
     # judger.server.connections adds the header deadline and connection caps, GuardMiddleware the
