@@ -156,4 +156,4 @@ def test_without_max_tokens_the_text_is_held_to_the_token_ids_sent() -> None:
     reason = overlong(reply("x" * (2 * MAX_BYTES_PER_TOKEN + 1), [1, 2]), None)
     assert reason is not None and "the 2 token ids it sent" in reason
     assert overlong(reply("x" * 10**6, None), None) is None  # nothing to hold it to
-    assert overlong(reply("é" * 2048, None), 16) is not None  # counted in bytes: 4 KiB is the most
+    assert overlong(reply("é" * 2049, None), 16) is not None  # counted in bytes: 4 KiB is the most
