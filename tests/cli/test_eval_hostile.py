@@ -88,7 +88,12 @@ def test_eval_fails_oversized_replies_in_bounded_memory_and_time(
     ],
 )
 def test_eval_fails_a_completion_longer_than_asked(
-    hostile: HostileServer, capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str, content: str, why: str
+    hostile: HostileServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    mode: str,
+    content: str,
+    why: str,
 ) -> None:
     hostile.mode = mode
     hostile.huge_bytes = 2 * MiB

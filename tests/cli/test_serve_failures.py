@@ -66,7 +66,9 @@ HUNG = 50
 
 
 @pytest.mark.slow
-async def test_hung_sync_handler_costs_only_its_own_samples(tmp_path: Path, wait_healthy: WaitHealthy) -> None:
+async def test_hung_sync_handler_costs_only_its_own_samples(
+    tmp_path: Path, wait_healthy: WaitHealthy
+) -> None:
     cfg = tmp_path / "served.py"
     cfg.write_text(CONFIG)
     port = free_port()

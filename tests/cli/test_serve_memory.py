@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from judger.server.limits import CONNECTION_OVERHEAD, memory_bytes
 from judger.testing.servers import free_port
 

@@ -137,7 +137,17 @@ def _serve_process(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     from judger.testing.servers import free_port
 
     port = free_port()
-    cmd = [sys.executable, "-m", "judger.cli.main", "serve", *args, "--port", str(port), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "judger.cli.main",
+        "serve",
+        *args,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "JUDGER_SERVER_TOKEN"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -160,7 +170,9 @@ async def test_judger_serve_strips_the_end_markers_openrlhf_leaves_by_default() 
     proc, url = _serve_process("--preset", "DapoMathJudgerConfig")
     try:
         right = await openrlhf_step(url, PROMPT, PROMPT + "6 * 7 = 42.\nAnswer: 42<|im_end|>", "42")
-        padded = await openrlhf_step(url, PROMPT, PROMPT + "Answer: 42<|im_end|><|endoftext|><|endoftext|>", "42")
+        padded = await openrlhf_step(
+            url, PROMPT, PROMPT + "Answer: 42<|im_end|><|endoftext|><|endoftext|>", "42"
+        )
         # a marker written in the middle: "4" and "2" are not read as 42 ...
         joined = await openrlhf_step(url, PROMPT, PROMPT + "Answer: 4<|im_end|>2<|im_end|>", "42")
         # ... and the answer after it is the answer, as a grader that stopped there would not see
@@ -172,7 +184,10 @@ async def test_judger_serve_strips_the_end_markers_openrlhf_leaves_by_default() 
     assert joined["reward"] == [[-1.0]] and hidden["reward"] == [[-1.0]]
     assert all(i["judge_failed"] == [[0.0]] for i in (right, padded, joined, hidden))
     said = stderr.decode()
-    assert "/get_reward strips the end markers of the common chat templates from the end of each response" in said
+    assert (
+        "/get_reward strips the end markers of the common chat templates from the end of each response"
+        in said
+    )
     assert "<|im_end|>" in said and "<|eot_id|>" in said
 
 

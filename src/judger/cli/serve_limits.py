@@ -88,7 +88,9 @@ def uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
     proxies = _trusted_proxies(args.trusted_proxies)
     total = args.max_connections or default_max_connections()
     header_bytes = args.max_header_bytes
-    per_client = min(total, args.max_client_connections or default_max_client_connections(total, header_bytes))
+    per_client = min(
+        total, args.max_client_connections or default_max_client_connections(total, header_bytes)
+    )
     protocol = configure(ConnectionLimits(args.header_timeout, total, per_client, header_bytes))
     return {
         "http": protocol,

@@ -72,12 +72,14 @@ def worker_modules(target: Any, *travelling: Any) -> tuple[tuple[str, ...], str 
         return (), f"it cannot be pickled ({type(exc).__name__}: {exc})"
     modules = tuple(sorted(recorder.modules))
     if set(modules) & set(_MAIN_MODULES):
-        return modules, "it is defined in the script being run (__main__), which a worker process does not import"
+        return (
+            modules,
+            "it is defined in the script being run (__main__), which a worker process does not import",
+        )
     lost = [m for m in modules if not _importable(m)]
     if lost:
-        return modules, (
-            f"its module {lost[0]!r} cannot be imported by a worker process (it was loaded from a file by path?)"
-        )
+        where = "it was loaded from a file by path?"
+        return modules, f"its module {lost[0]!r} cannot be imported by a worker process ({where})"
     return modules, None
 
 

@@ -89,9 +89,8 @@ def create_app(
     - ``max_concurrency``: judge requests served at once; more get 503 with
       ``Retry-After: retry_after``. ``max_client_requests``: judge requests one client address may
       have open at once, body reading included (429 beyond; default ``2 * max_concurrency``:
-      one client may fill every judging slot and then gets 503s, as any client would).
-      ``max_client_body_bytes``: bytes of judge request bodies one client address may have in
-      memory at once (429 beyond; default: 1/16 of the memory the server may use).
+      one client may fill every judging slot and then gets 503s, as any client would), holding at
+      most ``max_client_body_bytes`` of bodies (429 beyond; default: 1/16 of the server's memory).
     - ``allowed_hosts``: accepted ``Host`` header values (400 otherwise; ``None``: any host).
     - ``failure_reward``: the reward ``/get_reward`` gives a sample the judger failed on (default
       ``"lowest"``: the lowest score the judger gives that sample, 0.0 where it declares none, so
@@ -115,8 +114,6 @@ def create_app(
     check_options(max_body_bytes, max_concurrency, failure_reward)
     if body_timeout <= 0:
         raise ValueError("body_timeout must be > 0")
-    if max_client_body_bytes is not None and max_client_body_bytes < 1:
-        raise ValueError(f"max_client_body_bytes must be >= 1, got {max_client_body_bytes}")
     context = build_context(
         judger if isinstance(judger, BaseJudger) else build_judger(judger),
         max_body_bytes=max_body_bytes,
@@ -158,6 +155,8 @@ def guard_app(
     """Put the guards in front of every route of ``app``: :class:`GuardMiddleware` answers the
     judging protocols itself, from the body it has read, through their handlers bound to
     ``context``; ``TrustedHostMiddleware`` when ``allowed_hosts`` is given."""
+    if max_client_body_bytes is not None and max_client_body_bytes < 1:
+        raise ValueError(f"max_client_body_bytes must be >= 1, got {max_client_body_bytes}")
     app.add_middleware(
         GuardMiddleware,
         metrics=context.metrics,

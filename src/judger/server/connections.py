@@ -215,7 +215,9 @@ class _Guard:
             _PHRASES[status],
             len(body),
         )
-        self.transport.write(head + (b"retry-after: 1\r\n" if retry else b"") + b"connection: close\r\n\r\n" + body)
+        self.transport.write(
+            head + (b"retry-after: 1\r\n" if retry else b"") + b"connection: close\r\n\r\n" + body
+        )
         self.transport.close()
 
 
@@ -240,7 +242,11 @@ class _HeaderCap:
         super().data_received(data)  # type: ignore[misc]
         # still in the headers (the parser calls back on_headers_complete when they end)
         head = self._guard_head
-        if head is not None and head > self._guard_limits.max_header_bytes and not self.transport.is_closing():
+        if (
+            head is not None
+            and head > self._guard_limits.max_header_bytes
+            and not self.transport.is_closing()
+        ):
             self._refuse(431, f"request headers over {self._guard_limits.max_header_bytes} bytes")  # type: ignore[attr-defined]
 
     def on_message_begin(self) -> None:
