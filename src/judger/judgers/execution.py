@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.machinery
 import io
 import logging
-import multiprocessing
 import pickle
 import sys
 import types
@@ -112,6 +111,9 @@ def resolve_execution(
     if requested == "thread":
         return Placement("thread")
     modules, reason = worker_modules(handler.target, handler.kwargs, extra_info)
+    # here, not at module level: multiprocessing is what a judger that runs no process never loads
+    import multiprocessing
+
     if reason is None and multiprocessing.current_process().daemon:
         reason = "this process is a daemonic multiprocessing worker, which may not start processes"
     if reason is None:
