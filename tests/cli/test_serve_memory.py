@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from judger.server.limits import CONNECTION_OVERHEAD, memory_bytes
 from judger.testing.servers import free_port
 
@@ -25,6 +27,8 @@ async def handler(response, label, extra_info):
 
 judger_config = JudgerConfig(judger_name="memory", reward_handler=handler)
 """
+
+pytestmark = pytest.mark.py310
 
 WaitHealthy = Callable[[str, "subprocess.Popen[bytes]"], None]
 MiB = 2**20

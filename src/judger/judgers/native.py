@@ -110,7 +110,8 @@ def _score_lane(
 class NativeJudger(BatchJudger):
     """Score each rollout with ``reward_handler(response=, label=, extra_info=) -> dict``.
 
-    The handler may be a sync function (run in worker threads, so the event loop is never blocked),
+    The handler may be a sync function (run off the event loop: in a worker process killed at its
+    deadline when a worker can load it, else on worker threads; see :mod:`judger.judgers.execution`),
     an async function (awaited), an ``"package.module:function"`` import string, or an HTTP URL
     (``POST {"response", "label", "extra_info"}`` -> JSON object, through one pooled client with
     retries). ``extra_info`` given to the handler is a fresh dict every call: the judger's static
@@ -291,8 +292,8 @@ class NativeJudger(BatchJudger):
         running then, it is failed with a timeout, the lane is abandoned (its thread counted hung
         by :class:`~judger.runtime.threads.HandlerThreads`), and a fresh lane takes over the rest.
         A Python thread cannot be killed, so the stuck call is abandoned, not stopped; once every
-        thread of the budget is hung, the remaining items fail with ThreadBudgetError. Use the
-        process execution layer for scorers that can hang for real.
+        thread of the budget is hung, the remaining items fail with ThreadBudgetError. Only handlers
+        declared safe on threads, or that no worker process can load, come here.
         """
         n = len(payloads)
         results: list[Any] = [_PENDING] * n
