@@ -225,28 +225,26 @@ _PHRASES = {429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 
 
 
 class _HeaderCap:
-    """Counts the bytes of a request's line and headers as they arrive, for a parser that does not
-    (httptools): past ``max_header_bytes`` the request is answered 431 and the connection closed.
-    At most one read (256 KiB) reaches the parser past the cap."""
+    """Caps a request's line and headers for a parser that does not (httptools): past
+    ``max_header_bytes`` the request is answered 431 and the connection closed. The bytes are counted
+    as they arrive while the headers are incomplete (at most one read, 256 KiB, reaches the parser
+    past the cap), and counted exactly when they are complete (they may come in one read)."""
 
     transport: asyncio.Transport
+    url: bytes
+    headers: list[tuple[bytes, bytes]]
     _guard_limits: ConnectionLimits
     _guard_head: int | None = 0  # bytes of the request being read; None once its headers are in
+    _guard_over = False  # its headers passed the cap: nothing more of it reaches the app
 
     def data_received(self, data: bytes) -> None:
         counted = self._guard_head
-        if counted is None:
-            super().data_received(data)  # type: ignore[misc]
-            return
-        self._guard_head = counted + len(data)
+        if counted is not None:
+            self._guard_head = counted + len(data)
         super().data_received(data)  # type: ignore[misc]
-        # still in the headers (the parser calls back on_headers_complete when they end)
-        head = self._guard_head
-        if (
-            head is not None
-            and head > self._guard_limits.max_header_bytes
-            and not self.transport.is_closing()
-        ):
+        head = self._guard_head  # None if the parser called back on_headers_complete
+        over = head is not None and head > self._guard_limits.max_header_bytes
+        if (over or self._guard_over) and not self.transport.is_closing():
             self._refuse(431, f"request headers over {self._guard_limits.max_header_bytes} bytes")  # type: ignore[attr-defined]
 
     def on_message_begin(self) -> None:
@@ -255,7 +253,19 @@ class _HeaderCap:
 
     def on_headers_complete(self) -> None:
         self._guard_head = None
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > self._guard_limits.max_header_bytes:
+            self._guard_over = True  # refused once the parser returns
+            return
         super().on_headers_complete()  # type: ignore[misc]
+
+    def on_body(self, body: bytes) -> None:
+        if not self._guard_over:
+            super().on_body(body)  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        if not self._guard_over:
+            super().on_message_complete()  # type: ignore[misc]
 
 
 class GuardedH11Protocol(_Guard, H11Protocol):
