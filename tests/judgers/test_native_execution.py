@@ -160,3 +160,46 @@ async def test_threads_declared_for_a_handler_that_runs_on_no_thread_are_refused
         NativeJudger(reward_handler="http://127.0.0.1:9/reward", execution="process")
     # left alone, they run on the event loop as before
     assert NativeJudger(reward_handler=reward).execution == "auto"
+
+
+async def test_a_handler_a_worker_turns_out_unable_to_load_runs_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As pytest loads a test module by its path: its package here is not what a fresh interpreter
+    finds under that name (another ``tests`` installed, say). Nothing at build can tell; the first
+    call has a worker load the handler, and it cannot."""
+    import importlib
+    import importlib.util
+
+    found = tmp_path / "found" / "shadowpkg"  # what a worker imports as shadowpkg: no handler in it
+    loaded = tmp_path / "loaded" / "shadowpkg"  # what this process loaded as shadowpkg
+    for folder in (found, loaded):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (loaded / "handler_mod.py").write_text(
+        "def reward(response, label, extra_info):\n    return {'score': 1.0}\n"
+    )
+    monkeypatch.syspath_prepend(str(found.parent))
+    spec = importlib.util.spec_from_file_location(
+        "shadowpkg", loaded / "__init__.py", submodule_search_locations=[str(loaded)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package)
+    monkeypatch.setitem(sys.modules, "shadowpkg", package)
+    caplog.set_level(logging.WARNING, logger="judger.judgers.execution")
+    try:
+        module = importlib.import_module("shadowpkg.handler_mod")
+        judger = NativeJudger("shadowed", reward_handler=module.reward, timeout=5)
+        assert judger.execution == "process" and not caplog.records  # nothing at build says otherwise
+        out = await judger.batch_judge([state("1"), state("2")])
+        assert [s.reward for s in out] == [{"score": 1.0}, {"score": 1.0}]
+        assert judger.execution == "thread" and "a worker process cannot load it" in (
+            judger.thread_reason or ""
+        )
+        assert "ModuleNotFoundError" in (judger.thread_reason or "")
+        (warning,) = [r.getMessage() for r in caplog.records]
+        assert "'shadowed'" in warning and "runs on threads" in warning
+        await judger.aclose()
+    finally:
+        sys.modules.pop("shadowpkg.handler_mod", None)

@@ -4,8 +4,9 @@ A Python thread cannot be stopped: a sync call that never returns keeps its thre
 for the life of the process, and enough of them leave no thread for anything else. A worker
 process can be killed at the deadline and replaced, so one hung call costs one sample. judger
 cannot prove that a handler returns, so ``execution="auto"`` (the default) runs a sync handler in
-the shared worker processes whenever a worker can load it (:func:`worker_modules`),
-which imports the handler's modules before it takes calls:
+the shared worker processes whenever a worker can load it (:func:`worker_modules`, then, before
+the first call, a worker shown the pickled handler), which imports the handler's modules before it
+takes calls:
 an import string, or a function of an importable module. A handler no worker could load (a closure,
 a lambda, a function of the script being run, a callable holding a lock) runs on threads as it always
 did, and the build says so once, with why and the two ways out. ``execution="process"`` asks for
@@ -90,6 +91,7 @@ class Placement:
     execution: str
     thread_reason: str | None = None
     modules: tuple[str, ...] = ()
+    requested: str = "auto"
 
 
 def resolve_execution(
@@ -117,20 +119,25 @@ def resolve_execution(
     if reason is None and multiprocessing.current_process().daemon:
         reason = "this process is a daemonic multiprocessing worker, which may not start processes"
     if reason is None:
-        return Placement("process", modules=modules)
-    shown = handler.describe()
+        return Placement("process", modules=modules, requested=requested)
     if requested == "process":
+        shown = handler.describe()
         raise ValueError(
             f"judger {judger_name!r}: execution='process' runs reward_handler {shown} in worker processes, "
             f"and {reason}. Define it at the top level of an importable module (or give its "
             "'package.module:function' import string), or declare execution='thread' if it always returns"
         )
+    say_threads(judger_name, handler, reason)
+    return Placement("thread", thread_reason=reason)
+
+
+def say_threads(judger_name: str, handler: RewardHandler, reason: str) -> None:
+    """The one warning that a handler left to judger runs on threads, with why and the ways out."""
     logger.warning(
         "judger %r: reward_handler %s runs on threads, not in killable worker processes: %s. A call that "
         "never returns keeps its thread for good. Define it at the top level of an importable module (or "
         "give its import string) to run it in processes, or declare execution='thread' if it always returns",
         judger_name,
-        shown,
+        handler.describe(),
         reason,
     )
-    return Placement("thread", thread_reason=reason)

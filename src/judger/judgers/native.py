@@ -23,7 +23,7 @@ from judger.core.judger import (
 )
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
-from judger.judgers.execution import Execution, resolve_execution
+from judger.judgers.execution import Execution, resolve_execution, say_threads
 from judger.judgers.handlers import RewardHandler, resolve_handler
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
@@ -151,6 +151,7 @@ class NativeJudger(BatchJudger):
         self.placement = resolve_execution(self.judger_name, self.handler, execution, self.extra_info)
         # "process" or "thread" for a sync handler ("auto": the event loop); why threads, if chosen
         self.execution, self.thread_reason = self.placement.execution, self.placement.thread_reason
+        self._worker_checked = False  # a worker has loaded the handler (see _check_worker)
         if self.execution == "process":
             self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
         self._threads: HandlerThreads | None = None
@@ -242,6 +243,8 @@ class NativeJudger(BatchJudger):
         return check_output(output, self.judger_name)
 
     async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        if self.execution == "process" and not self._worker_checked:
+            await self._check_worker()
         if self.handler.batched:
             return await self._run_batched(payloads)
         if self.execution == "process":
@@ -411,6 +414,29 @@ class NativeJudger(BatchJudger):
 
             return call
         return lambda payload: handler.call(*self._args(payload))
+
+    async def _check_worker(self) -> None:
+        """Under "auto", before the first call: a worker shown the pickled handler must load it (the
+        checks at build cannot see, say, a ``tests`` package that is another one in a fresh
+        interpreter); if it cannot, the handler runs on threads from now on, said once."""
+        import pickle
+
+        from judger.runtime.procpool.worker import loads
+
+        if self.placement.requested != "auto":
+            self._worker_checked = True
+            return
+        handler = self.handler
+        blob = pickle.dumps(
+            (handler.target, handler.kwargs, self.extra_info), protocol=pickle.HIGHEST_PROTOCOL
+        )
+        (loaded,) = await self._pool().map(loads, [((blob,), {})], timeout=max(self.timeout, 60.0))
+        self._worker_checked = True
+        if loaded is not True:
+            reason = f"a worker process cannot load it ({type(loaded).__name__}: {loaded})"
+            self.execution, self.thread_reason = "thread", reason
+            self.micro_batch_window_s = None
+            say_threads(self.judger_name, handler, reason)
 
     def _pool(self) -> ProcessPool:
         """The shared worker-process pool, its workers importing the handler's modules before they
