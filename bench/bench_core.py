@@ -82,7 +82,7 @@ def main() -> None:
     states = build_states(n)
     build_s = time.perf_counter() - t0
 
-    sync_judger = NativeJudger(reward_handler=trivial)
+    sync_judger = NativeJudger(reward_handler=trivial, execution="thread")  # the thread path's cost
     async_judger = NativeJudger(reward_handler=atrivial)
     rows: dict[str, list[float]] = {
         "direct loop": [],

@@ -111,7 +111,9 @@ def main() -> None:
     ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
     load = os.getloadavg()[0]
     two = CPUResourcesConfig(num_workers=2, num_cpus_per_worker=0.5)
-    pool = JudgerConfig(judger_name="trivial", reward_handler=trivial, cpu_resources=two).build()
+    pool = JudgerConfig(
+        judger_name="trivial", reward_handler=trivial, cpu_resources=two, execution="thread"
+    ).build()
     bare = [Bare.remote(), Bare.remote()]
     ray.get([b.run.remote([]) for b in bare])
 
@@ -215,7 +217,9 @@ def main() -> None:
         ray.kill(b)
 
     loops = calibrate(args.ms)
-    cfg = JudgerConfig(judger_name="burn", reward_handler=burn, extra_info={"loops": loops})
+    cfg = JudgerConfig(
+        judger_name="burn", reward_handler=burn, extra_info={"loops": loops}, execution="thread"
+    )
     local = cfg.build()
     one = CPUResourcesConfig(num_workers=2, num_cpus_per_worker=1)
     burn_pool = cfg.model_copy(update={"cpu_resources": one}).build()

@@ -104,7 +104,10 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     loops = calibrate(args.ms)
-    cfg = JudgerConfig(judger_name="burn", reward_handler=burn, extra_info={"loops": loops})
+    # on threads, as measured before handlers a worker can load went to worker processes by default
+    cfg = JudgerConfig(
+        judger_name="burn", reward_handler=burn, extra_info={"loops": loops}, execution="thread"
+    )
     local = cfg.build()
     start = time.perf_counter()
     resources = CPUResourcesConfig(num_workers=args.workers, num_cpus_per_worker=1)

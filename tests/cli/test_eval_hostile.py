@@ -78,6 +78,37 @@ def test_eval_fails_oversized_replies_in_bounded_memory_and_time(
     assert len(rows) == 4 and all(r["status"] == "failed" and "cap" in r["error_msg"] for r in rows)
 
 
+@pytest.mark.parametrize(
+    ("mode", "content", "why"),
+    [
+        # 2 MiB of text under 16 token ids (64 MiB was judged, scored 1.0, exit 0 and written)
+        ("huge", "The answer is 18. #### 18", "bytes of completion for max_tokens=16"),
+        # a token id for each character: 61 of them
+        ("ok", "Let me think about it for a good while. The answer is #### 18", "61 completion tokens"),
+    ],
+)
+def test_eval_fails_a_completion_longer_than_asked(
+    hostile: HostileServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    mode: str,
+    content: str,
+    why: str,
+) -> None:
+    hostile.mode = mode
+    hostile.huge_bytes = 2 * MiB
+    hostile.content = content  # the first prompt's right answer
+    out = tmp_path / "scored.jsonl"
+    limits = ["--limit", "1", "--max-tokens", "16", "--max-reply-bytes", str(16 * MiB)]
+    code, report, _ = run_eval(capsys, [hostile.url], out, *limits)
+    assert code == EXIT_GENERATION_FAILURES
+    assert report is not None and report["generation"]["failed_samples"] == 2 and report["judged"] == 0
+    rows = written(out)
+    assert len(rows) == 2 and all(r["status"] == "failed" and r["reward"] is None for r in rows)
+    assert all(why in r["error_msg"] and "not judged" in r["error_msg"] for r in rows), rows[0]["error_msg"]
+    assert out.stat().st_size < 64 * 1024  # the row keeps what a 16-token reply could hold
+
+
 @pytest.mark.parametrize(("text", "word"), [("\\boxed{42} \ud800", "UTF-8"), ("\\boxed{42}\x00", "NUL")])
 def test_eval_writes_every_row_when_a_reply_holds_unwritable_text(
     hostile: HostileServer, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, word: str
@@ -117,3 +148,17 @@ def test_eval_with_a_dripping_model_list_is_bounded(
         healthy.stop()
     assert code == EXIT_OK and report is not None and report["generation"]["failed_samples"] == 0
     assert took < 1.0 + 1.0 + 1.0
+
+
+def test_without_max_tokens_the_text_is_held_to_the_token_ids_sent() -> None:
+    from judger.cli.completion_length import MAX_BYTES_PER_TOKEN, overlong
+    from judger.core.rollout import RolloutState, Status
+
+    def reply(text: str, ids: list[int] | None) -> RolloutState:
+        return RolloutState(response=text, response_ids=ids, status=Status.COMPLETED)
+
+    assert overlong(reply("x" * (2 * MAX_BYTES_PER_TOKEN), [1, 2]), None) is None
+    reason = overlong(reply("x" * (2 * MAX_BYTES_PER_TOKEN + 1), [1, 2]), None)
+    assert reason is not None and "the 2 token ids it sent" in reason
+    assert overlong(reply("x" * 10**6, None), None) is None  # nothing to hold it to
+    assert overlong(reply("é" * 2049, None), 16) is not None  # counted in bytes: 4 KiB is the most

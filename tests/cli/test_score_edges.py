@@ -25,16 +25,14 @@ from pathlib import Path
 
 from judger import JudgerConfig
 
-seen = {}
-
-
 def probe(response, label, extra_info):
-    if response == "probe":
+    seen = {}
+    if response == "probe":  # what is on disk while this sample is judged, in its reward
         folder = Path(extra_info["folder"])
         spools = list(folder.glob(".scored.*.tmp.jsonl"))
         seen["spooled_lines"] = sum(len(p.read_text().splitlines()) for p in spools)
         seen["final_exists"] = (folder / "scored.jsonl").exists()
-    return {"score": float(response == label), "acc": response == label}
+    return {"score": float(response == label), "acc": response == label, **seen}
 
 
 judger_config = JudgerConfig(judger_name="probe", reward_handler=probe)
@@ -74,7 +72,8 @@ def collector(response, label, extra_info):
     return {"score": 1.0, "collecting": float(gc.isenabled()), "frozen": float(gc.get_freeze_count() > 0)}
 
 
-judger_config = JudgerConfig(judger_name="collector", reward_handler=collector)
+# on threads: what it reports is the state of the command's own process
+judger_config = JudgerConfig(judger_name="collector", reward_handler=collector, execution="thread")
 """
 
 # an async handler that waits (as one calling an HTTP service does) before it answers
@@ -126,11 +125,10 @@ def test_reads_judges_and_writes_in_chunks(
         [str(write_jsonl(rows)), "-c", str(config), "-o", str(out_path), "--format", "json"], capsys
     )
     assert code == 0 and json.loads(out)["judged"] == 7
-    import probe_config  # loaded by the command under its file name
-
-    assert probe_config.seen == {"spooled_lines": 6, "final_exists": False}
     written = [json.loads(line) for line in out_path.read_text().splitlines()]
     assert [r["response"] for r in written] == [*map(str, range(6)), "probe"]
+    seen = written[-1]["reward"]
+    assert (seen["spooled_lines"], seen["final_exists"]) == (6, False)
     assert not list(tmp_path.glob(".scored.*"))  # the spool was renamed into place
 
 

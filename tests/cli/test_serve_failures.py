@@ -1,9 +1,12 @@
-"""`judger serve` as a real process, when judging fails: a hung sync handler holds a fixed budget
-of threads and then gets a clear 503 (never one new thread per call), and a sample that fails
-for itself answers a status no client retries, so judger's own URL handler asks once."""
+"""`judger serve` as a real process, when judging fails: a hung sync handler costs its own samples
+(504 at the deadline, its worker process killed) and every other request is judged; declared safe
+on threads, it holds a fixed budget of threads and then gets a clear 503 (never one new thread per
+call); and a sample that fails for itself answers a status no client retries, so judger's own URL
+handler asks once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -58,14 +61,56 @@ def _metric(text: str, name: str) -> float:
     return 0.0
 
 
-def test_hung_sync_handler_holds_a_fixed_thread_budget_then_answers_503(
+# more than any thread budget holds (min(32, cpus + 4) workers + 16 hung)
+HUNG = 50
+
+
+@pytest.mark.slow
+async def test_hung_sync_handler_costs_only_its_own_samples(
     tmp_path: Path, wait_healthy: WaitHealthy
 ) -> None:
     cfg = tmp_path / "served.py"
     cfg.write_text(CONFIG)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    budget = ["--set", "timeout=0.3", "--set", "num_threads=1", "--set", "max_hung_threads=2"]
+    proc = _serve(cfg, port, ["--set", "timeout=0.3"])
+    try:
+        wait_healthy(url, proc)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            first = await client.post("/reward", json={"response": "1", "label": "1"})
+            before = _threads(proc.pid)
+            hung = [
+                asyncio.create_task(client.post("/reward", json={"response": "hang", "label": "1"}))
+                for _ in range(HUNG)
+            ]
+            await asyncio.sleep(0.5)  # they are in: the next request queues behind them
+            good = await client.post("/reward", json={"response": "1", "label": "1"})
+            replies = await asyncio.gather(*hung)
+            after = _threads(proc.pid)
+            again = await client.post("/reward", json={"response": "2", "label": "1"})
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert first.json() == {"score": 1.0}
+    assert good.status_code == 200 and good.json() == {"score": 1.0}
+    assert again.status_code == 200 and again.json() == {"score": 0.0}
+    # each hung call timed out alone, and left no thread behind
+    assert {r.status_code for r in replies} == {504}
+    assert all("did not finish within 0.3 s" in r.json()["detail"] for r in replies)
+    assert after - before <= 2, f"{before} -> {after} threads"
+
+
+def test_hung_sync_handler_declared_safe_on_threads_holds_a_fixed_thread_budget_then_answers_503(
+    tmp_path: Path, wait_healthy: WaitHealthy
+) -> None:
+    cfg = tmp_path / "served.py"
+    cfg.write_text(CONFIG)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    budget = [
+        *("--set", "execution=thread", "--set", "timeout=0.3"),
+        *("--set", "num_threads=1", "--set", "max_hung_threads=2"),
+    ]
     proc = _serve(cfg, port, budget)
     try:
         wait_healthy(url, proc)
@@ -106,6 +151,8 @@ async def test_url_handler_asks_once_for_a_sample_that_fails_for_itself(
     proc = _serve(cfg, port, [])
     try:
         wait_healthy(url, proc)
+        # the server's worker processes start on its first sample: not what is timed here
+        assert httpx.post(url + "/reward", json={"response": "1", "label": "1"}).status_code == 200
         async with NativeJudger(reward_handler=url + "/reward") as judger:
             started = time.monotonic()
             out = await judger.judge(RolloutState(response="bad", reward_model={"ground_truth": "1"}))

@@ -215,8 +215,10 @@ async def test_verl_style_functions_as_reward_handlers(reward_file: Path) -> Non
     def states() -> list[RolloutState]:
         return [RolloutState(data_source=d, response=r, reward_model={"ground_truth": g}) for d, r, g in rows]
 
+    # declared safe on threads: the calls are then seen in this process's module (in worker
+    # processes, each has its own copy)
     single = JudgerConfig(
-        judger_name="s", reward_handler=load_reward_function(reward_file, "compute_score")
+        judger_name="s", reward_handler=load_reward_function(reward_file, "compute_score"), execution="thread"
     ).build()
     out = await single.batch_judge(states())
     assert [s.reward for s in out] == [{"score": 1.0}, {"score": 0.0}]

@@ -109,7 +109,8 @@ def test_unknown_floor_gives_zero_and_a_lower_judged_score_is_flagged_once(
 
 def test_the_watch_keeps_each_routes_lowest_apart(caplog: pytest.LogCaptureFixture) -> None:
     # DAPO's -1 is at its floor; a later -0.5 on an undeclared branch is below that branch's 0.0
-    mine = JudgerConfig(judger_name="mine", reward_handler=minus_one_unless_equal)
+    # declared safe on threads: the test watches warnings, and its module is not a worker's to import
+    mine = JudgerConfig(judger_name="mine", reward_handler=minus_one_unless_equal, execution="thread")
     composed = ComposedJudgerConfig(branches={"dapo": DapoMathJudgerConfig(), "mine": mine}).build()
     failure = FailureReward("lowest", composed, "failure_reward")
     with caplog.at_level(logging.WARNING):

@@ -43,10 +43,28 @@ async def test_remote_judge_payload_and_status_shapes(ray_cluster: Any) -> None:
 def test_actor_threads_follow_the_reserved_cpus() -> None:
     from judger.remote.build import _actor_config
 
-    cfg = JudgerConfig(judger_name="t", reward_handler="judger.testing.handlers:exact_match")
+    cfg = JudgerConfig(
+        judger_name="t", reward_handler="judger.testing.handlers:exact_match", execution="thread"
+    )
     assert _actor_config(cfg, cfg.build_local(), 1).num_threads == 1
     assert _actor_config(cfg, cfg.build_local(), 2.5).num_threads == 3
     explicit = cfg.model_copy(update={"num_threads": 8})
     assert _actor_config(explicit, explicit.build_local(), 1).num_threads == 8
     url = JudgerConfig(judger_name="u", reward_handler="http://127.0.0.1:9/reward")
     assert _actor_config(url, url.build_local(), 1).num_threads is None
+
+
+@pytest.mark.ray
+async def test_an_actors_worker_processes_follow_its_reserved_cpus(ray_cluster: Any) -> None:
+    # a handler run in killable worker processes (the default for one a worker can load): as many
+    # as the actor reserved CPUs, not one per core of the node for each actor
+    cfg = JudgerConfig(
+        judger_name="pids",
+        reward_handler="judger.testing.handlers:report_pid",
+        cpu_resources=small_resources(1),
+    )
+    async with cfg.build() as remote:
+        out = await remote.judge_payload({"response": "1", "label": "1"})
+        stats = await remote.actor_stats()
+    assert out["pid"] != stats["pid"]  # scored in a worker process of the actor
+    assert stats["pool_workers"] == 1

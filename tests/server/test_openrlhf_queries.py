@@ -91,7 +91,9 @@ async def test_strip_text_given_explicitly() -> None:
     app = create_app(DapoMathJudgerConfig(), get_reward_reader=GetRewardReader.build(strip=["<|im_end|>"]))
     with serve_asgi(app) as srv:
         info = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 42<|im_end|>", "42")
-    assert info["reward"] == [[1.0]]
+        # stripped wherever it stood, a marker the policy writes would join "4" and "2" into 42
+        joined = await openrlhf_step(srv.url, PROMPT, PROMPT + "Answer: 4<|im_end|>2<|im_end|>", "42")
+    assert info["reward"] == [[1.0]] and joined["reward"] == [[-1.0]]
 
 
 async def test_a_query_without_its_prompt_fails_with_the_reason() -> None:
@@ -125,6 +127,79 @@ async def test_a_leading_bos_text_is_not_a_missing_prompt() -> None:
     with serve_asgi(app) as srv:
         info = await openrlhf_step(srv.url, "Q: 10 / 2?\nA:", "<s>Q: 10 / 2?\nA: #### 5</s>", "5")
     assert info["reward"] == [[1.0]]
+
+
+def _serve_process(*args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``judger serve ARGS`` as a real process on 127.0.0.1, once ``/health`` answers."""
+    import os
+    import time
+
+    from judger.testing.servers import free_port
+
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "judger.cli.main",
+        "serve",
+        *args,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "JUDGER_SERVER_TOKEN"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"judger serve did not start: {proc.communicate()[1]!r}")
+
+
+async def test_judger_serve_strips_the_end_markers_openrlhf_leaves_by_default() -> None:
+    """Started as the README's OpenRLHF section shows (no --tokenizer, no --strip-text), the DAPO
+    preset scored every right answer -1: the response ended with ``<|im_end|>``. The markers go
+    from the end only, and the server says which: a policy that writes one in the middle of its
+    text is judged on all of it, neither joining what the marker separates nor hiding what follows."""
+    proc, url = _serve_process("--preset", "DapoMathJudgerConfig")
+    try:
+        right = await openrlhf_step(url, PROMPT, PROMPT + "6 * 7 = 42.\nAnswer: 42<|im_end|>", "42")
+        padded = await openrlhf_step(
+            url, PROMPT, PROMPT + "Answer: 42<|im_end|><|endoftext|><|endoftext|>", "42"
+        )
+        # a marker written in the middle: "4" and "2" are not read as 42 ...
+        joined = await openrlhf_step(url, PROMPT, PROMPT + "Answer: 4<|im_end|>2<|im_end|>", "42")
+        # ... and the answer after it is the answer, as a grader that stopped there would not see
+        hidden = await openrlhf_step(url, PROMPT, PROMPT + "Answer: 42<|im_end|>\nAnswer: 41<|im_end|>", "42")
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert right["reward"] == [[1.0]] and padded["reward"] == [[1.0]]
+    assert joined["reward"] == [[-1.0]] and hidden["reward"] == [[-1.0]]
+    assert all(i["judge_failed"] == [[0.0]] for i in (right, padded, joined, hidden))
+    said = stderr.decode()
+    assert (
+        "/get_reward strips the end markers of the common chat templates from the end of each response"
+        in said
+    )
+    assert "<|im_end|>" in said and "<|eot_id|>" in said
+
+
+def test_end_markers_go_from_the_end_only() -> None:
+    from judger.server.openrlhf import DEFAULT_END_MARKERS, GetRewardReader, strip_end_markers
+
+    assert strip_end_markers("Answer: 42 <|im_end|>\n<|endoftext|>\n", DEFAULT_END_MARKERS) == "Answer: 42 "
+    assert strip_end_markers("a<|im_end|>b", DEFAULT_END_MARKERS) == "a<|im_end|>b"
+    assert strip_end_markers("no marker \n", DEFAULT_END_MARKERS) == "no marker \n"
+    given = GetRewardReader.build(strip=["<|im_end|>"])
+    assert given.strip == ("<|im_end|>",) and "--strip-text" in given.describe()
+    assert given.response(PROMPT + "x</s>", PROMPT) == "x</s>"  # only the markers it was given
 
 
 ROUTING_CONFIG = "judger.compat.verl.router:VerlDefaultJudgerConfig"

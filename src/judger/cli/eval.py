@@ -8,7 +8,8 @@ not generated again (they are judged again, which is cheap and keeps the report 
 
 Exit codes: 0 every prompt read and every sample generated and judged; 1 some input rows could not
 be read; 2 nothing could be evaluated (bad input, config or server); 3 some samples failed to be
-judged; 4 some samples failed to be generated (see the table's skipped count and the output file).
+judged; 4 some samples failed to be generated (see the table's skipped count and the output file),
+a completion longer than asked included (:mod:`judger.cli.completion_length`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from judger.cli.completion_length import fail_overlong
 from judger.cli.eval_output import OutputConflict, check_served_model, claim_output, run_identity
 from judger.cli.generation_report import generation_summary, record_generation, render_generation
 from judger.cli.pools import close_shared_pool as _close_shared_pool
@@ -267,10 +269,16 @@ class _Generation:
         ]
 
     async def _one(self, group: list[RolloutState], slots: asyncio.Semaphore, advance: Any) -> None:
+        from judger.trainer.agent_loop import run_judger
         from judger.trainer.io import json_default, state_to_row
 
         async with slots:
-            states = await self.agent.generate_group(group)
+            states = await self.agent.generate_group(group)  # the agent has no judger: judged here
+            # a completion longer than asked is a broken reply: failed, never judged
+            fail_overlong(states, self.args.max_tokens)
+            judging = time.perf_counter()
+            await run_judger(self.judger, states, enable_batch_judge=self.agent.config.enable_batch_judge)
+            self.agent.timings["judge_s"] += time.perf_counter() - judging
         for state in states:
             record_generation(state)
         self.finished[group[0].group_id] = states
@@ -474,7 +482,7 @@ def run(args: argparse.Namespace) -> int:
     if done:
         _say(f"judger eval: resuming: {len(gen.resumed)} samples of {len(done)} prompts already in {partial}")
     gen.controller = controller_cfg.build()
-    gen.agent = SingleTurnAgentLoop(loop_cfg, gen.controller, judger)
+    gen.agent = SingleTurnAgentLoop(loop_cfg, gen.controller)
     start = time.perf_counter()
     stopped = _generate(gen, output, partial, err)
     if stopped is not None:

@@ -7,6 +7,7 @@ is built (so that its start-up overlaps reading the input) and close it before t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -33,12 +34,22 @@ def may_use_pool(judger: Any) -> bool:
     )
 
 
-def start_pools(judger: Any) -> None:
-    """Start the shared worker processes now if the judger (or a branch of it) scores on them."""
+def start_pools(judger: Any, *, wait: bool = False) -> None:
+    """Start the shared worker processes now if the judger (or a branch of it) scores on them, each
+    importing first the modules of the reward handlers that run there; ``wait``: return once one
+    of them answers (a server is not ready to judge before)."""
     if uses_pool(judger):
+        from judger.judgers.composed import leaf_judgers
         from judger.runtime.procpool.shared import shared_pool
 
-        shared_pool().start()
+        pool = shared_pool()
+        for leaf in leaf_judgers(judger):
+            pool.preload_in_workers(getattr(getattr(leaf, "placement", None), "modules", ()))
+        pool.start()
+        if wait:
+            # a worker that cannot start fails the samples sent to it, each with the reason
+            with contextlib.suppress(Exception):
+                pool.run_sync(abs, 0)
 
 
 def close_shared_pool() -> None:

@@ -89,6 +89,13 @@ def _add_limit_arguments(group: argparse._ArgumentGroup) -> None:
         "(default 2 x --max-concurrency)",
     )
     group.add_argument(
+        "--max-client-body-bytes",
+        type=int,
+        default=None,
+        help="bytes of judge request bodies one client address may have in memory at once, read or "
+        "being judged; more get 429 (default: 1/16 of the memory the server may use)",
+    )
+    group.add_argument(
         "--body-timeout",
         type=float,
         default=30.0,
@@ -116,14 +123,16 @@ def _add_get_reward_arguments(group: argparse._ArgumentGroup) -> None:
         "--tokenizer",
         metavar="PATH",
         help="/get_reward: the tokenizer directory of the policy (OpenRLHF's --pretrain); its special-token "
-        "text is stripped from each response, as OpenRLHF sends it decoded with special tokens",
+        "text is stripped from the end of each response, as OpenRLHF sends it decoded with special "
+        "tokens (default: the end markers of the common chat templates, said at start-up)",
     )
     group.add_argument(
         "--strip-text",
         dest="strip_texts",
         action="append",
         metavar="TEXT",
-        help="/get_reward: a text to strip from each response, e.g. '<|im_end|>' (repeatable)",
+        help="/get_reward: a text to strip from the end of each response, e.g. '<|im_end|>' (repeatable; "
+        "replaces the default end markers)",
     )
     group.add_argument(
         "--data-source",
@@ -228,6 +237,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
         "max_body_bytes": args.max_body_bytes,
         "max_concurrency": args.max_concurrency,
         "max_client_requests": args.max_client_requests,
+        "max_client_body_bytes": args.max_client_body_bytes,
         "body_timeout": args.body_timeout,
         "allowed_hosts": _allowed_hosts(args),
         "failure_reward": _failure_reward(args.failure_reward),
@@ -258,14 +268,16 @@ def _get_reward_reader(spec: dict[str, Any]) -> Any:
 
 
 def _app(spec: dict[str, Any]) -> Any:
+    from judger.cli.pools import start_pools
     from judger.server.app import create_app
 
-    return create_app(
+    app = create_app(
         _target(spec),
         token=spec["token"],
         max_body_bytes=spec["max_body_bytes"],
         max_concurrency=spec["max_concurrency"],
         max_client_requests=spec["max_client_requests"],
+        max_client_body_bytes=spec["max_client_body_bytes"],
         body_timeout=spec["body_timeout"],
         allowed_hosts=spec["allowed_hosts"],
         failure_reward=spec["failure_reward"],
@@ -273,6 +285,10 @@ def _app(spec: dict[str, Any]) -> Any:
         log_keys=spec["log_keys"],
         get_reward_reader=_get_reward_reader(spec),
     )
+    # worker processes start now, and /health answers once they do: not on the first request,
+    # which would wait seconds for them
+    start_pools(app.state.server.judger, wait=True)
+    return app
 
 
 def app_from_env() -> Any:
@@ -310,17 +326,18 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
+        reader = _get_reward_reader(spec)
         if args.workers == 1:
             app: Any = _app(spec)
             factory = False
         else:
             _target(spec)  # fail here, once, rather than in every worker
-            _get_reward_reader(spec)
             os.environ[_SPEC_ENV] = json.dumps(spec)
             app, factory = "judger.cli.serve:app_from_env", True
     except (ValueError, TypeError, ImportError, OSError) as exc:
         print(f"judger serve: {exc}", file=sys.stderr)
         return 2
+    print(f"judger serve: {reader.describe()}", file=sys.stderr)
     # uvicorn's own limits: idle keep-alive connections close after 5 s and headers are capped by
     # h11/httptools. It has no header or body-read deadline and no per-client cap: the protocol of
     # judger.server.connections adds the header deadline and connection caps, GuardMiddleware the

@@ -1,12 +1,14 @@
-"""`judger serve`'s connection-level options: the header-read deadline, the open-connection caps and
-the proxies whose ``X-Forwarded-For`` is believed. Declared here, cheap to import; turned into
-``uvicorn.run`` keyword arguments by :func:`uvicorn_options`."""
+"""`judger serve`'s connection-level options: the header-read deadline and size, the open-connection
+caps and the proxies whose ``X-Forwarded-For`` is believed. Declared here, cheap to import; turned
+into ``uvicorn.run`` keyword arguments by :func:`uvicorn_options`."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
 from typing import Any
+
+from judger.server.limits import DEFAULT_MAX_HEADER_BYTES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds a connection has to send a request's headers (from when it opens, and after "
         "each response); slower ones are closed (default 10)",
+    )
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=DEFAULT_MAX_HEADER_BYTES,
+        help="bytes a request's line and headers may take; more get 431 and the connection closed "
+        "(default 32 KiB)",
     )
     parser.add_argument(
         "--max-connections",
@@ -29,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="open connections from one client address; past it the same, with 429 (default: "
-        "--max-connections less min(64, a quarter))",
+        "--max-connections less min(64, a quarter), and no more than keeps the client's unfinished "
+        "headers within 1/64 of the memory the server may use)",
     )
     parser.add_argument(
         "--trusted-proxy",
@@ -71,16 +81,20 @@ def uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.header_timeout > 0:
         raise ValueError(f"--header-timeout must be > 0, got {args.header_timeout}")
-    for flag in ("max_connections", "max_client_connections"):
+    for flag in ("max_connections", "max_client_connections", "max_header_bytes"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
     proxies = _trusted_proxies(args.trusted_proxies)
     total = args.max_connections or default_max_connections()
-    per_client = min(total, args.max_client_connections or default_max_client_connections(total))
-    protocol = configure(ConnectionLimits(args.header_timeout, total, per_client))
+    header_bytes = args.max_header_bytes
+    per_client = min(
+        total, args.max_client_connections or default_max_client_connections(total, header_bytes)
+    )
+    protocol = configure(ConnectionLimits(args.header_timeout, total, per_client, header_bytes))
     return {
         "http": protocol,
+        "h11_max_incomplete_event_size": header_bytes,
         "ws": "none",  # no websocket endpoints: an upgrade would leave the connection limits
         "proxy_headers": bool(proxies),
         "forwarded_allow_ips": proxies or None,

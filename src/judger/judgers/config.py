@@ -72,10 +72,12 @@ class JudgerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
     max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
     batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
-    execution: Literal["thread", "process"] = Field(
-        "thread",
-        description="where a sync handler runs: worker threads, or killable worker processes "
-        "(the handler must then be picklable: a top-level function or an import string)",
+    execution: Literal["auto", "thread", "process"] = Field(
+        "auto",
+        description="where a sync handler runs. 'auto': in killable worker processes when a worker can "
+        "load it (an import string, or a function of an importable module), else on threads, said once "
+        "at build; 'process': in worker processes, refused at build when no worker can load it; "
+        "'thread': on threads, declaring that it always returns (a hung call keeps its thread for good)",
     )
     num_threads: int | None = Field(
         None, ge=1, description="threads for a sync handler; None: cpus + 4 (in a Ray actor: its CPUs)"

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgerOutputError, JudgeTimeoutError
@@ -23,11 +23,13 @@ from judger.core.judger import (
 )
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
+from judger.judgers.execution import Execution, resolve_execution, say_threads
 from judger.judgers.handlers import RewardHandler, resolve_handler
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 if TYPE_CHECKING:
     from judger.runtime.http import HttpClient
+    from judger.runtime.procpool.pool import ProcessPool
 
 
 # A result slot no lane has filled yet (None is a handler's possible, if invalid, result).
@@ -108,7 +110,8 @@ def _score_lane(
 class NativeJudger(BatchJudger):
     """Score each rollout with ``reward_handler(response=, label=, extra_info=) -> dict``.
 
-    The handler may be a sync function (run in worker threads, so the event loop is never blocked),
+    The handler may be a sync function (run off the event loop: in a worker process killed at its
+    deadline when a worker can load it, else on worker threads; see :mod:`judger.judgers.execution`),
     an async function (awaited), an ``"package.module:function"`` import string, or an HTTP URL
     (``POST {"response", "label", "extra_info"}`` -> JSON object, through one pooled client with
     retries). ``extra_info`` given to the handler is a fresh dict every call: the judger's static
@@ -133,7 +136,7 @@ class NativeJudger(BatchJudger):
         handler_kwargs: dict[str, Any] | None = None,
         max_retries: int = 3,
         num_threads: int | None = None,
-        execution: Literal["thread", "process"] = "thread",
+        execution: Execution = "auto",
         max_hung_threads: int = DEFAULT_MAX_HUNG,
     ) -> None:
         super().__init__(judger_name, on_error=on_error, timeout=timeout, max_concurrency=max_concurrency)
@@ -145,15 +148,11 @@ class NativeJudger(BatchJudger):
         if max_hung_threads < 0:
             raise ValueError(f"max_hung_threads must be >= 0, got {max_hung_threads}")
         self.max_hung_threads = max_hung_threads
-        if execution not in ("thread", "process"):
-            raise ValueError(f"execution must be 'thread' or 'process', got {execution!r}")
-        if execution == "process" and self.handler.kind != "sync":
-            raise ValueError(
-                f"execution='process' runs sync handlers in killable worker processes; this "
-                f"reward_handler is {self.handler.kind}"
-            )
-        self.execution = execution
-        if execution == "process":
+        self.placement = resolve_execution(self.judger_name, self.handler, execution, self.extra_info)
+        # "process" or "thread" for a sync handler ("auto": the event loop); why threads, if chosen
+        self.execution, self.thread_reason = self.placement.execution, self.placement.thread_reason
+        self._worker_checked = False  # a worker has loaded the handler (see _check_worker)
+        if self.execution == "process":
             self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
         self._threads: HandlerThreads | None = None
         self._http: HttpClient | None = None
@@ -228,20 +227,14 @@ class NativeJudger(BatchJudger):
         if handler.batched:
             outputs = await self._call_batch([payload])
             return outputs[0]
-        if handler.kind == "async":
-            return handler.normalise(await handler.call(*self._args(payload)))
-        if self.execution == "process":
-            (result,) = await self._run_in_processes([payload])
-            if isinstance(result, BaseException):
-                raise result
-            return result
-        return await self._in_thread(lambda: handler.call(*self._args(payload)))
+        assert handler.kind == "async"  # a sync handler's single calls go through _judge_batch
+        return handler.normalise(await handler.call(*self._args(payload)))
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
-        if self.handler.kind == "sync" and self.execution == "thread" and not self.handler.batched:
-            # the lane path: the deadline starts when a thread picks the sample up, not while it
-            # queues behind other calls (or behind a hung one)
-            (raw,) = await self._run_threaded([payload])
+        if self.handler.kind == "sync":
+            # a thread lane or a worker process: the deadline starts when the call does, not while
+            # it queues behind other calls (or behind a hung one)
+            (raw,) = await self._judge_batch([payload])
             if isinstance(raw, BaseException):
                 raise raw
             return check_output(raw, self.judger_name)
@@ -250,6 +243,8 @@ class NativeJudger(BatchJudger):
         return check_output(output, self.judger_name)
 
     async def _judge_batch(self, payloads: list[JudgerPayload]) -> list[Any]:
+        if self.execution == "process" and not self._worker_checked:
+            await self._check_worker()
         if self.handler.batched:
             return await self._run_batched(payloads)
         if self.execution == "process":
@@ -264,6 +259,8 @@ class NativeJudger(BatchJudger):
         columns = [list(col) for col in zip(*args)]
         if handler.kind == "async":
             outputs = handler.normalise(await handler.call(*columns))
+        elif self.execution == "process":
+            outputs = await self._batch_in_process(columns, len(payloads))
         else:
             outputs = await self._in_thread(lambda: handler.call(*columns))
         if not isinstance(outputs, (list, tuple)):
@@ -280,6 +277,8 @@ class NativeJudger(BatchJudger):
 
     async def _run_batched(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         try:
+            if self.execution == "process":  # the pool's deadline runs from when a worker takes it
+                return await self._call_batch(payloads)
             async with judge_deadline(self.judger_name, self.timeout, f"batch of {len(payloads)}"):
                 return await self._call_batch(payloads)
         except Exception as exc:
@@ -296,8 +295,8 @@ class NativeJudger(BatchJudger):
         running then, it is failed with a timeout, the lane is abandoned (its thread counted hung
         by :class:`~judger.runtime.threads.HandlerThreads`), and a fresh lane takes over the rest.
         A Python thread cannot be killed, so the stuck call is abandoned, not stopped; once every
-        thread of the budget is hung, the remaining items fail with ThreadBudgetError. Use the
-        process execution layer for scorers that can hang for real.
+        thread of the budget is hung, the remaining items fail with ThreadBudgetError. Only handlers
+        declared safe on threads, or that no worker process can load, come here.
         """
         n = len(payloads)
         results: list[Any] = [_PENDING] * n
@@ -416,18 +415,61 @@ class NativeJudger(BatchJudger):
             return call
         return lambda payload: handler.call(*self._args(payload))
 
-    async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
-        """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
-        has its worker killed, so even a handler stuck in C code cannot outlive it."""
+    async def _check_worker(self) -> None:
+        """Under "auto", before the first call: a worker shown the pickled handler must load it (the
+        checks at build cannot see, say, a ``tests`` package that is another one in a fresh
+        interpreter); if it cannot, the handler runs on threads from now on, said once."""
+        import pickle
 
+        from judger.runtime.procpool.worker import loads
+
+        if self.placement.requested != "auto":
+            self._worker_checked = True
+            return
+        handler = self.handler
+        blob = pickle.dumps(
+            (handler.target, handler.kwargs, self.extra_info), protocol=pickle.HIGHEST_PROTOCOL
+        )
+        (loaded,) = await self._pool().map(loads, [((blob,), {})], timeout=max(self.timeout, 60.0))
+        self._worker_checked = True
+        if loaded is not True:
+            reason = f"a worker process cannot load it ({type(loaded).__name__}: {loaded})"
+            self.execution, self.thread_reason = "thread", reason
+            self.micro_batch_window_s = None
+            say_threads(self.judger_name, handler, reason)
+
+    def _pool(self) -> ProcessPool:
+        """The shared worker-process pool, its workers importing the handler's modules before they
+        take calls: a call's deadline never pays for importing them."""
         # imported here: the pool's multiprocessing machinery costs a thread-run judger's start-up
         from judger.runtime.procpool.shared import shared_pool
 
+        pool = shared_pool()
+        pool.preload_in_workers(self.placement.modules)
+        return pool
+
+    async def _run_in_processes(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
+        """Sync handler calls on the shared worker-process pool: a call that overruns the deadline
+        has its worker killed, so even a handler stuck in C code cannot outlive it."""
         handler = self.handler
         assert not isinstance(handler.target, str)  # only URL handlers are strings; these are sync
         calls = [((), handler.bind(*self._args(p))) for p in payloads]
-        results = await shared_pool().map(handler.target, calls, timeout=self.timeout)
+        results = await self._pool().map(handler.target, calls, timeout=self.timeout)
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
+
+    async def _batch_in_process(self, columns: list[list[Any]], size: int) -> Any:
+        """One call of a batch handler in a worker process, killed if it overruns the deadline."""
+        handler = self.handler
+        assert not isinstance(handler.target, str)
+        pool = self._pool()
+        # a batch may pickle to what its samples would, each under the cap of one call
+        cap = pool.max_input_bytes * max(1, size)
+        (result,) = await pool.map(
+            handler.target, [((), handler.bind(*columns))], timeout=self.timeout, max_input_bytes=cap
+        )
+        if isinstance(result, BaseException):
+            raise result
+        return handler.normalise(result)
 
     async def aclose(self) -> None:
         if self._http is not None:

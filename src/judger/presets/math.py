@@ -26,7 +26,8 @@ DEFAULT_MATH_TIMEOUT = 10.0
 
 def default_execution(data: Any) -> Any:
     """``execution`` defaults to "process" (killable workers), or "inline" for the pure-regex verl mode."""
-    # a reward_handler replaces the scorer: it runs on threads unless execution is asked for
+    # a reward_handler replaces the scorer: where it runs, judger decides as for any handler
+    # unless execution is asked for (judger.presets.xtuner_options.build_with_handler)
     if isinstance(data, dict) and "execution" not in data and data.get("reward_handler") is None:
         data = {**data, "execution": "inline" if data.get("compat") == "verl" else "process"}
     return data

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from judger.judgers.config import JudgerConfig
+from judger.judgers.execution import Execution
 from judger.judgers.native import NativeJudger
 
 if TYPE_CHECKING:
@@ -100,5 +101,13 @@ def build_with_handler(cfg: ScorerJudgerConfig) -> Judger:
         batched=cfg.batched,
         handler_kwargs=cfg.handler_kwargs,
         num_threads=cfg.num_threads,
-        execution="process" if cfg.execution == "process" else "thread",
+        execution=_handler_execution(cfg),
     )
+
+
+def _handler_execution(cfg: ScorerJudgerConfig) -> Execution:
+    """A preset's ``execution`` for the handler that replaces its scorer: "process" as asked; an
+    "inline" the user set declares the handler bounded (threads); left alone, judger decides."""
+    if cfg.execution == "process":
+        return "process"
+    return "thread" if "execution" in cfg.model_fields_set else "auto"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ class JudgerActor:
 
     def __init__(self, judger_config: JudgerConfig) -> None:
         self.judger = judger_config.build_local()
+        _size_pool_to_reserved_cpus(self.judger)
         self._calls = 0
         self._payloads = 0
         # every top-level payload key this actor has received: shows what crosses the wire
@@ -65,7 +68,38 @@ class JudgerActor:
             "payloads": self._payloads,
             "keys_seen": sorted(self._keys_seen),
             "cpu_s": time.process_time(),
+            "pool_workers": _pool_workers(),
         }
 
     async def aclose(self) -> None:
         await self.judger.aclose()
+
+
+def _size_pool_to_reserved_cpus(judger: Any) -> None:
+    """In a Ray actor, a judger that scores on the shared worker processes gets as many of them as
+    the CPUs the actor reserved, not one per core of the node (as its threads do, see
+    ``judger.remote.build._actor_config``)."""
+    from judger.judgers.composed import leaf_judgers
+
+    if not any(getattr(leaf, "execution", None) == "process" for leaf in leaf_judgers(judger)):
+        return
+    try:
+        import ray
+
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    except Exception:  # not in a Ray worker
+        return
+    if cpus:
+        from judger.runtime.procpool.shared import configure_shared_pool, shared_pool_options
+
+        options = shared_pool_options()
+        if "workers" not in options:
+            configure_shared_pool(**{**options, "workers": max(1, math.ceil(cpus))})
+
+
+def _pool_workers() -> int:
+    """The size of this process's shared worker-process pool (0: no pool was asked for)."""
+    shared = sys.modules.get("judger.runtime.procpool.shared")
+    if shared is None:
+        return 0
+    return int(shared.shared_pool_options().get("workers") or os.cpu_count() or 1)

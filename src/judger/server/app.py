@@ -70,6 +70,7 @@ def create_app(
     body_limits: BodyLimits | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_client_requests: int | None = None,
+    max_client_body_bytes: int | None = None,
     allowed_hosts: Sequence[str] | None = None,
     failure_reward: FailureRewardSetting | None = DEFAULT_FAILURE_REWARD,
     batch_window: float = 0.0,
@@ -88,7 +89,8 @@ def create_app(
     - ``max_concurrency``: judge requests served at once; more get 503 with
       ``Retry-After: retry_after``. ``max_client_requests``: judge requests one client address may
       have open at once, body reading included (429 beyond; default ``2 * max_concurrency``:
-      one client may fill every judging slot and then gets 503s, as any client would).
+      one client may fill every judging slot and then gets 503s, as any client would), holding at
+      most ``max_client_body_bytes`` of bodies (429 beyond; default: 1/16 of the server's memory).
     - ``allowed_hosts``: accepted ``Host`` header values (400 otherwise; ``None``: any host).
     - ``failure_reward``: the reward ``/get_reward`` gives a sample the judger failed on (default
       ``"lowest"``: the lowest score the judger gives that sample, 0.0 where it declares none, so
@@ -133,6 +135,7 @@ def create_app(
         retry_after=retry_after,
         body_timeout=body_timeout,
         max_client_requests=max_client_requests,
+        max_client_body_bytes=max_client_body_bytes,
         allowed_hosts=allowed_hosts,
     )
     return app
@@ -147,10 +150,13 @@ def guard_app(
     body_timeout: float,
     max_client_requests: int | None,
     allowed_hosts: Sequence[str] | None,
+    max_client_body_bytes: int | None = None,
 ) -> None:
     """Put the guards in front of every route of ``app``: :class:`GuardMiddleware` answers the
     judging protocols itself, from the body it has read, through their handlers bound to
     ``context``; ``TrustedHostMiddleware`` when ``allowed_hosts`` is given."""
+    if max_client_body_bytes is not None and max_client_body_bytes < 1:
+        raise ValueError(f"max_client_body_bytes must be >= 1, got {max_client_body_bytes}")
     app.add_middleware(
         GuardMiddleware,
         metrics=context.metrics,
@@ -162,6 +168,7 @@ def guard_app(
         open_paths=OPEN_PATHS,
         body_timeout=body_timeout,
         max_client_requests=max_client_requests or 2 * context.max_concurrency,
+        max_client_body_bytes=max_client_body_bytes,
         handlers={route.path: functools.partial(route.handle, context) for route in JUDGE_ROUTES},
         encode=encode,
     )

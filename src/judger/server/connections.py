@@ -1,5 +1,5 @@
-"""Connection limits for ``judger serve`` below the ASGI app: a header-read deadline and caps on
-open connections, overall and per client address.
+"""Connection limits for ``judger serve`` below the ASGI app: a header-read deadline, a cap on a
+request's header bytes, and caps on open connections, overall and per client address.
 
 uvicorn closes idle keep-alive connections, but a connection that has sent part of a request's
 headers (or nothing since it opened) is held forever, each one an fd: enough of them exhaust the
@@ -11,7 +11,11 @@ uvicorn's own, with three additions:
 - at most ``max_connections`` connections are open; a new one past the cap closes the connection
   that has waited longest for headers (an idle or slow one, never one with a request in flight),
   or, when every open connection has a request in flight, is itself answered 503 and closed;
-- at most ``max_client_connections`` from one client address, the same way (429).
+- at most ``max_client_connections`` from one client address, the same way (429);
+- a request's line and headers may take at most ``max_header_bytes``: past it the request is
+  answered 431 and the connection closed. httptools, uvicorn's fast parser, has no such limit (96 MB
+  of headers to ``/health`` were read and answered), so it is counted here as the bytes arrive;
+  h11 is given the same bound (``h11_max_incomplete_event_size``).
 
 The caps count transport peers (a proxy in front is one client). Limits reach ``--workers``
 processes through the environment, as the served spec does.
@@ -29,6 +33,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from judger.server.limits import DEFAULT_MAX_HEADER_BYTES, client_connections_for_memory
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -48,12 +54,13 @@ class ConnectionLimits:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     max_connections: int = 1024
     max_client_connections: int = 1024
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
 
     def __post_init__(self) -> None:
         if not self.header_timeout > 0:
             raise ValueError(f"header_timeout must be > 0, got {self.header_timeout}")
-        if self.max_connections < 1 or self.max_client_connections < 1:
-            raise ValueError("max_connections and max_client_connections must be >= 1")
+        if self.max_connections < 1 or self.max_client_connections < 1 or self.max_header_bytes < 1:
+            raise ValueError("max_connections, max_client_connections and max_header_bytes must be >= 1")
 
 
 def default_max_connections() -> int:
@@ -64,9 +71,13 @@ def default_max_connections() -> int:
     return max(1, soft - max(MIN_RESERVED_FDS, soft // 4))
 
 
-def default_max_client_connections(max_connections: int) -> int:
-    """One client may hold all connections but a few, so another client can always get in."""
-    return max(1, max_connections - max(1, min(MIN_RESERVED_FDS, max_connections // 4)))
+def default_max_client_connections(
+    max_connections: int, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, memory: int | None = None
+) -> int:
+    """One client may hold all connections but a few, so another client can always get in, and no
+    more than keep its unfinished headers within its share of memory (:mod:`judger.server.limits`)."""
+    by_fds = max(1, max_connections - max(1, min(MIN_RESERVED_FDS, max_connections // 4)))
+    return min(by_fds, client_connections_for_memory(max_header_bytes, memory))
 
 
 _limits: ConnectionLimits | None = None
@@ -197,21 +208,71 @@ class _Guard:
             self.transport.close()
 
     def _refuse(self, status: int, detail: str) -> None:
-        body = json.dumps({"detail": f"{detail}; retry later"}).encode()
-        phrase = b"Too Many Requests" if status == 429 else b"Service Unavailable"
-        head = (
-            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-            b"retry-after: 1\r\nconnection: close\r\n\r\n" % (status, phrase, len(body))
+        retry = status != 431  # the same request would be refused again
+        body = json.dumps({"detail": f"{detail}; retry later" if retry else detail}).encode()
+        head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % (
+            status,
+            _PHRASES[status],
+            len(body),
         )
-        self.transport.write(head + body)
+        self.transport.write(
+            head + (b"retry-after: 1\r\n" if retry else b"") + b"connection: close\r\n\r\n" + body
+        )
         self.transport.close()
 
 
+_PHRASES = {429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+
+
+class _HeaderCap:
+    """Caps a request's line and headers for a parser that does not (httptools): past
+    ``max_header_bytes`` the request is answered 431 and the connection closed. The bytes are counted
+    as they arrive while the headers are incomplete (at most one read, 256 KiB, reaches the parser
+    past the cap), and counted exactly when they are complete (they may come in one read)."""
+
+    transport: asyncio.Transport
+    url: bytes
+    headers: list[tuple[bytes, bytes]]
+    _guard_limits: ConnectionLimits
+    _guard_head: int | None = 0  # bytes of the request being read; None once its headers are in
+    _guard_over = False  # its headers passed the cap: nothing more of it reaches the app
+
+    def data_received(self, data: bytes) -> None:
+        counted = self._guard_head
+        if counted is not None:
+            self._guard_head = counted + len(data)
+        super().data_received(data)  # type: ignore[misc]
+        head = self._guard_head  # None if the parser called back on_headers_complete
+        over = head is not None and head > self._guard_limits.max_header_bytes
+        if (over or self._guard_over) and not self.transport.is_closing():
+            self._refuse(431, f"request headers over {self._guard_limits.max_header_bytes} bytes")  # type: ignore[attr-defined]
+
+    def on_message_begin(self) -> None:
+        self._guard_head = 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        self._guard_head = None
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > self._guard_limits.max_header_bytes:
+            self._guard_over = True  # refused once the parser returns
+            return
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def on_body(self, body: bytes) -> None:
+        if not self._guard_over:
+            super().on_body(body)  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        if not self._guard_over:
+            super().on_message_complete()  # type: ignore[misc]
+
+
 class GuardedH11Protocol(_Guard, H11Protocol):
-    """uvicorn's h11 protocol with judger's connection limits."""
+    """uvicorn's h11 protocol with judger's connection limits (h11 bounds the header bytes itself)."""
 
 
 if HttpToolsProtocol is not None:
 
-    class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
-        """uvicorn's httptools protocol with judger's connection limits."""
+    class GuardedHttpToolsProtocol(_HeaderCap, _Guard, HttpToolsProtocol):
+        """uvicorn's httptools protocol with judger's connection limits and header-byte cap."""

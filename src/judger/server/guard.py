@@ -19,6 +19,7 @@ from typing import Any
 
 from judger.core.deadlines import wait_for
 from judger.server.auth import CHALLENGE, UNAUTHORIZED, BearerToken
+from judger.server.limits import default_client_body_bytes
 from judger.server.metrics import ServerMetrics
 from judger.server.replies import error_reply
 
@@ -45,6 +46,10 @@ class _ClientGone(_BodyUnread):
 
 class _BodyTimeout(_BodyUnread):
     pass
+
+
+class _ClientBodiesFull(_BodyUnread):
+    """The client's bodies in flight would pass its share of memory."""
 
 
 async def _within(seconds: float, awaitable: Awaitable[bytes]) -> bytes:
@@ -103,6 +108,11 @@ class GuardMiddleware:
       takes a judging slot, so clients that trickle bytes hold no slot, and not for long.
     - ``max_client_requests``: requests to ``limited_paths`` one client address may have open at
       once, body reading included (429 beyond): one client cannot hold every connection.
+    - ``max_client_body_bytes``: bytes of those requests' bodies one client address may have in
+      memory at once, read or being judged (429 and the connection closed beyond; default: its
+      share of memory, :func:`judger.server.limits.default_client_body_bytes`).
+    - a request to any other path that carries a body (a Content-Length above 0, or chunked) is
+      answered 413 and its connection closed, unread: no other route takes a body.
     - ``max_concurrency``: at most that many requests to ``limited_paths`` judged at once; the next
       one gets 503 with ``Retry-After`` at once instead of waiting in an unbounded queue.
     """
@@ -120,6 +130,7 @@ class GuardMiddleware:
         open_paths: Collection[str],
         body_timeout: float = 30.0,
         max_client_requests: int | None = None,
+        max_client_body_bytes: int | None = None,
         handlers: Mapping[str, Handler] | None = None,
         encode: Callable[[Any], bytes] | None = None,
     ) -> None:
@@ -135,20 +146,27 @@ class GuardMiddleware:
         self.body_timeout = body_timeout
         self.max_client_requests = max_client_requests or max(1, max_concurrency)
         self.per_client: defaultdict[str, int] = defaultdict(int)
+        self.max_client_body_bytes = max_client_body_bytes or default_client_body_bytes(max_body_bytes)
+        self.client_bytes: defaultdict[str, int] = defaultdict(int)  # bodies held, per client
         # POST to these paths is answered here from the body already read, without the framework's
         # routing, request and response objects (most of the cost of a cheap judge request); the
         # framework keeps the same endpoints for the docs and for everything else
         self.handlers = dict(handlers or {})
         self.encode = encode or (lambda content: json.dumps(content).encode())
 
-    def _content_length(self, scope: Scope) -> int | None:
+    @staticmethod
+    def _body_headers(scope: Scope) -> tuple[int | None, bool]:
+        """The Content-Length (None: absent or unreadable) and whether a Transfer-Encoding is set."""
+        length, encoded = None, False
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
-                    return int(value)
+                    length = int(value)
                 except ValueError:
-                    return None
-        return None
+                    length = None
+            elif name == b"transfer-encoding":
+                encoded = True
+        return length, encoded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -168,7 +186,7 @@ class GuardMiddleware:
             self.metrics.reject("unauthorized")
             await _send_json(send, 401, {"detail": UNAUTHORIZED}, [CHALLENGE])
             return
-        length = self._content_length(scope)
+        length, encoded = self._body_headers(scope)
         if length is not None and length > self.max_body_bytes:
             self.metrics.reject("too_large")
             await _send_json(send, 413, self._too_large(length), _CLOSE)
@@ -176,13 +194,13 @@ class GuardMiddleware:
         if scope["path"] in self.limited_paths:
             await self._limited(scope, receive, send)
             return
-        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-            try:
-                body = await _within(self.body_timeout, self._read_body(receive))
-            except _BodyUnread as exc:
-                await self._unread(exc, send)
-                return
-            receive = _replay(body, receive)
+        if encoded or (length or 0) > 0:
+            # no other route takes a body: refused unread, and the connection closed, rather than
+            # held in memory until it ends (a chunked body need never end)
+            self.metrics.reject("body_not_taken")
+            detail = f"{scope['path']} takes no request body"
+            await _send_json(send, 413, {"detail": detail}, _CLOSE)
+            return
         await self.app(scope, receive, send)
 
     async def _limited(self, scope: Scope, receive: Receive, send: _TrackedSend) -> None:
@@ -195,17 +213,15 @@ class GuardMiddleware:
             await _send_json(send, 429, {"detail": detail}, [(b"retry-after", self.retry_after)])
             return
         self.per_client[client] += 1
+        held = [0]  # bytes of this body counted against the client
         try:
-            body = await _within(self.body_timeout, self._read_body(receive))
+            body = await _within(self.body_timeout, self._read_body(receive, client, held))
             await self._judged(body, scope, receive, send)
         except _BodyUnread as exc:
             await self._unread(exc, send)
         finally:
-            left = self.per_client[client] - 1
-            if left:
-                self.per_client[client] = left
-            else:
-                del self.per_client[client]
+            _release(self.per_client, client, 1)
+            _release(self.client_bytes, client, held[0])
 
     async def _judged(self, body: bytes, scope: Scope, receive: Receive, send: _TrackedSend) -> None:
         if self.metrics.in_flight >= self.max_concurrency:
@@ -232,6 +248,10 @@ class GuardMiddleware:
             self.metrics.reject("body_timeout")
             detail = f"request body not received within {self.body_timeout:g} s"
             await _send_json(send, 408, {"detail": detail}, _CLOSE)
+        elif isinstance(exc, _ClientBodiesFull):
+            self.metrics.reject("client_bytes")
+            detail = f"this client has {self.max_client_body_bytes} bytes of requests in flight; retry later"
+            await _send_json(send, 429, {"detail": detail}, [(b"retry-after", self.retry_after), *_CLOSE])
         else:
             send.status = 499  # nginx's "client closed request": nobody to answer
 
@@ -257,8 +277,9 @@ class GuardMiddleware:
         size = f"{length} bytes" if length is not None else "the body"
         return {"detail": f"request body too large: {size} > limit of {self.max_body_bytes} bytes"}
 
-    async def _read_body(self, receive: Receive) -> bytes:
-        """The whole body, up to the size limit (a chunked body's length is known only at its end)."""
+    async def _read_body(self, receive: Receive, client: str, held: list[int]) -> bytes:
+        """The whole body, up to the size limit (a chunked body's length is known only at its end),
+        each chunk counted against the client's share (``held[0]``: what this body counts)."""
         chunks: list[bytes] = []
         seen = 0
         while True:
@@ -269,9 +290,21 @@ class GuardMiddleware:
             seen += len(chunk)
             if seen > self.max_body_bytes:
                 raise _BodyTooLarge
+            if self.client_bytes[client] + len(chunk) > self.max_client_body_bytes:
+                raise _ClientBodiesFull
+            self.client_bytes[client] += len(chunk)
+            held[0] += len(chunk)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _release(counts: defaultdict[str, int], client: str, amount: int) -> None:
+    left = counts[client] - amount
+    if left > 0:
+        counts[client] = left
+    else:
+        del counts[client]
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

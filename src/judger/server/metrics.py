@@ -56,7 +56,8 @@ class ServerMetrics:
 
     - ``judger_http_requests_total{endpoint,code}``: HTTP requests answered, by status code
     - ``judger_http_request_duration_seconds{endpoint}``: latency histogram
-    - ``judger_http_rejected_total{reason}``: overload (503), too_large (413), unauthorized (401)
+    - ``judger_http_rejected_total{reason}``: overload (503), too_large (413), body_not_taken
+      (413), unauthorized (401), client_limit and client_bytes (429), body_timeout (408)
     - ``judger_http_in_flight``: judge requests being served now
     - ``judger_samples_total{judger,outcome}``: samples judged: ok, error or timeout
     - ``judger_verdicts_total{judger,verdict}``: rewards carrying a ``verdict`` (LLM verifiers)

@@ -2,13 +2,19 @@
 
 OpenRLHF sends ``query`` = its tokenizer's ``decode(prompt_ids + response_ids,
 skip_special_tokens=False)``, the ``prompts`` it generated from, and ``labels`` (never
-``data_sources``). So the response is what follows the prompt in the query, and it still holds the
-tokenizer's special-token text (``<|im_end|>``, ``<|endoftext|>``), which a scorer reading the end
-of the response (DAPO's ``Answer:`` line) takes as part of the answer. :class:`GetRewardReader`:
+``data_sources``). So the response is what follows the prompt in the query, and it still ends
+with the tokenizer's end-of-turn text (``<|im_end|>``, then padding such as ``<|endoftext|>``),
+which a scorer reading the end of the response (DAPO's ``Answer:`` line) takes as part of the
+answer. :class:`GetRewardReader`:
 
-- strips the special-token text from each response, as ``decode(skip_special_tokens=True)`` would:
-  the texts come from a tokenizer directory (:func:`special_token_texts`, no ``transformers``
-  needed) or are given (``--strip-text``);
+- strips the end markers from the end of each response, as ``decode(skip_special_tokens=True)``
+  would: those of a tokenizer directory (:func:`special_token_texts`, no ``transformers`` needed),
+  those given (``--strip-text``), or by default the end markers of the common chat templates
+  (:data:`DEFAULT_END_MARKERS`). Only from the end: generation stops at the end-of-turn token, so
+  the same text anywhere else is text the policy wrote (as ordinary tokens, which
+  ``skip_special_tokens`` keeps too), and it is judged as written. Removed there, it would join
+  what it separates (``Answer: 4<|im_end|>2`` would read ``Answer: 42``); cut there, it would hide
+  from the grader what follows it;
 - fails a query that does not start with its prompt (OpenRLHF truncates long prompts from the
   left; some tokenizers do not round-trip): judging it whole would judge the prompt as part of the
   answer, and a few-shot prompt holds answers;
@@ -36,6 +42,21 @@ PROMPT_NOT_FOUND = (
     "judging the whole query would judge the prompt as part of the answer"
 )
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+DEFAULT_END_MARKERS = (
+    "<|im_end|>",  # ChatML: Qwen, Yi, InternLM
+    "<|endoftext|>",  # Qwen's and GPT-2's end of text and padding, Phi
+    "<|eot_id|>",  # Llama 3
+    "<|eom_id|>",  # Llama 3.1, a turn that ends in a tool call
+    "<|end_of_text|>",  # Llama 3's end of text and padding
+    "</s>",  # Llama 2, Mistral
+    "<end_of_turn>",  # Gemma
+    "<eos>",  # Gemma
+    "<|end|>",  # Phi-3
+    "<|return|>",  # gpt-oss
+    "<｜end▁of▁sentence｜>",  # DeepSeek
+)
+"""The end-of-turn and end-of-text texts of the common chat templates: what ``/get_reward`` strips
+from the end of a response when the server is told neither the policy's tokenizer nor its texts."""
 _NAMED_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
@@ -87,14 +108,29 @@ def strip_texts(text: str, texts: Sequence[str]) -> str:
     return text
 
 
+def strip_end_markers(text: str, markers: Sequence[str]) -> str:
+    """``text`` without the run of ``markers`` (and the whitespace between them) that ends it; a
+    marker anywhere else stays, as text. Unchanged when it ends with none."""
+    cut = len(text)
+    while True:
+        body = text[:cut].rstrip()
+        marker = next((m for m in markers if m and body.endswith(m)), None)
+        if marker is None:
+            return text if cut == len(text) else text[:cut]
+        cut = len(body) - len(marker)
+
+
 @dataclass(frozen=True)
 class GetRewardReader:
     """How ``/get_reward`` turns a query into a response (see the module docstring)."""
 
-    strip: tuple[str, ...] = ()
+    strip: tuple[str, ...] = tuple(sorted(DEFAULT_END_MARKERS, key=lambda t: (-len(t), t)))
+    """The end markers stripped from the end of each response (longest first)."""
     data_source: str | None = None
     data_sources_sent: bool = True
     """Whether the client sends ``data_sources`` (OpenRLHF does not; ``judger serve`` assumes so)."""
+    markers_from: str = "the end markers of the common chat templates"
+    """Where ``strip`` came from, for the start-up message."""
 
     @classmethod
     def build(
@@ -106,7 +142,17 @@ class GetRewardReader:
     ) -> GetRewardReader:
         texts = set(special_token_texts(tokenizer)) if tokenizer else set()
         texts.update(t for t in strip if t)
-        return cls(tuple(sorted(texts, key=lambda t: (-len(t), t))), data_source, data_sources_sent)
+        if not texts:
+            return cls(data_source=data_source, data_sources_sent=data_sources_sent)
+        named = [f"the special tokens of {tokenizer}"] if tokenizer else []
+        named += ["--strip-text"] if any(strip) else []
+        markers = tuple(sorted(texts, key=lambda t: (-len(t), t)))
+        return cls(markers, data_source, data_sources_sent, " and ".join(named))
+
+    def describe(self) -> str:
+        """Which end markers ``/get_reward`` strips, said when the server starts."""
+        shown = ", ".join(self.strip) if self.strip else "none"
+        return f"/get_reward strips {self.markers_from} from the end of each response: {shown}"
 
     def check(self, judger: BaseJudger) -> None:
         """Refuse, at start-up, a routing judger whose ``/get_reward`` queries could not be routed:
@@ -138,7 +184,7 @@ class GetRewardReader:
                 if at <= 0 or not self.strip or strip_texts(query[:at], self.strip).strip():
                     return None
                 query = query[at + len(prompt) :]
-        return strip_texts(query, self.strip) if self.strip else query
+        return strip_end_markers(query, self.strip) if self.strip else query
 
     def state(self, query: str, prompt: str | None, label: Any, data_source: Any) -> RolloutState:
         response = self.response(query, prompt)

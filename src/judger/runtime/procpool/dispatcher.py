@@ -69,10 +69,11 @@ class _Task:
 
 
 class _Worker:
-    __slots__ = ("conn", "deadline", "done", "process", "ready", "started", "tasks")
+    __slots__ = ("conn", "deadline", "done", "generation", "process", "ready", "started", "tasks")
 
-    def __init__(self, process: Any, conn: Connection, started: float) -> None:
+    def __init__(self, process: Any, conn: Connection, started: float, generation: int = 0) -> None:
         self.process = process
+        self.generation = generation  # of the pool's preload list it imported
         self.conn = conn
         # the chunk handed over and not yet answered, in order: the head is the call running now
         self.tasks: deque[_Task] = deque()
@@ -101,6 +102,10 @@ class _PoolCore:
     ) -> None:
         self.name = name
         self.preload = tuple(preload)
+        # what each worker also imports before READY, not its fork server (a caller's own modules);
+        # each addition is a generation: a worker of an older one is replaced before it takes calls
+        self.worker_preload: tuple[str, ...] = ()
+        self.generation = 0
         self.start_failures = 0
         self.size = workers
         self.ctx = mp.get_context(start_method)
@@ -138,6 +143,15 @@ class _PoolCore:
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name=f"judger-{self.name}", daemon=True)
                 self.thread.start()
+        self._wake()
+
+    def add_worker_preload(self, modules: Iterable[str]) -> None:
+        with self.lock:
+            new = tuple(m for m in dict.fromkeys(modules) if m not in self.preload + self.worker_preload)
+            if not new:
+                return
+            self.worker_preload += new
+            self.generation += 1
         self._wake()
 
     def start(self) -> None:
@@ -251,9 +265,11 @@ class _PoolCore:
         # Start lazily, all at once: a batch keeps every worker busy anyway.
         while len(self.workers) < self.size and (self.queue or self.workers or self.warm) and not self.closed:
             parent_conn, child_conn = self.ctx.Pipe(duplex=True)
+            with self.lock:
+                preload, generation = self.preload + self.worker_preload, self.generation
             process = self.process_class(
                 target=worker_main,
-                args=(child_conn, self.memory_limit_bytes, self.preload),
+                args=(child_conn, self.memory_limit_bytes, preload),
                 name=f"judger-{self.name}-worker",
                 daemon=True,
             )
@@ -261,7 +277,7 @@ class _PoolCore:
             # would print a traceback); it then ignores it: the pool decides when workers stop
             started_deaf(process.start)
             child_conn.close()
-            worker = _Worker(process, parent_conn, time.monotonic())
+            worker = _Worker(process, parent_conn, time.monotonic(), generation)
             self.selector.register(parent_conn, selectors.EVENT_READ, (worker, False))
             self.selector.register(process.sentinel, selectors.EVENT_READ, (worker, True))
             self.workers.append(worker)
@@ -320,15 +336,22 @@ class _PoolCore:
             self.queue.extendleft(reversed(list(tasks)))
 
     def _dispatch(self) -> None:
+        stale = False
         for worker in list(self.workers):
             if worker.tasks or not worker.ready:
+                continue
+            if worker.generation != self.generation and self.queue:
+                # started before a caller's modules were added: its replacement imports them, so
+                # that no call's deadline pays for that
+                self._replace(worker)
+                stale = True
                 continue
             limit = _CHUNK_MAX
             if self.max_tasks_per_worker:
                 limit = max(1, self.max_tasks_per_worker - worker.done)
             chunk = self._next_chunk(limit)
             if not chunk:
-                return
+                break
             # one message for the whole chunk: frames of (8-byte id, 8-byte length, payload)
             message = b"".join(
                 task.id.to_bytes(8, "little") + len(task.payload).to_bytes(8, "little") + task.payload
@@ -344,6 +367,8 @@ class _PoolCore:
             worker.tasks.extend(chunk)
             self.counters["handoffs"] += 1
             worker.deadline = time.monotonic() + chunk[0].timeout
+        if stale:
+            self._start_workers()
 
     def _collect(self, worker: _Worker, exited: bool) -> None:
         """Take every reply the worker has sent; a worker that died fails the call it was running."""

@@ -149,8 +149,11 @@ class ProcessPool:
 
     # --- submitting ------------------------------------------------------------------------------
 
-    def _submit(self, fn: Callable[..., Any], calls: Sequence[Call], timeout: float | None) -> _Batch:
+    def _submit(
+        self, fn: Callable[..., Any], calls: Sequence[Call], timeout: float | None, cap: int | None = None
+    ) -> _Batch:
         timeout = self.timeout if timeout is None else _check_timeout(timeout)
+        cap = self.max_input_bytes if cap is None else cap
         batch = _Batch(len(calls))
         name = _fn_name(fn)
         tasks: dict[bytes, _Task] = {}
@@ -160,12 +163,12 @@ class ProcessPool:
             except Exception as exc:
                 batch.set(index, exc)
                 continue
-            if len(payload) > self.max_input_bytes:
+            if len(payload) > cap:
                 batch.set(
                     index,
                     InputTooLargeError(
                         f"input too large: the call to {name} pickles to {len(payload):,} bytes, over the "
-                        f"process pool's cap of {self.max_input_bytes:,} bytes (max_input_bytes)"
+                        f"process pool's cap of {cap:,} bytes (max_input_bytes)"
                     ),
                 )
                 continue
@@ -178,18 +181,32 @@ class ProcessPool:
         return batch
 
     async def map(
-        self, fn: Callable[..., Any], calls: Sequence[Call], *, timeout: float | None = None
+        self,
+        fn: Callable[..., Any],
+        calls: Sequence[Call],
+        *,
+        timeout: float | None = None,
+        max_input_bytes: int | None = None,
     ) -> list[Any]:
         """Run ``fn(*args, **kwargs)`` for each ``(args, kwargs)``; each entry is a value or an exception.
 
         Identical calls run once. If the awaiting task is cancelled, calls not yet started are dropped.
+        ``max_input_bytes``: this map's cap on one call's pickled size (default: the pool's).
         """
-        batch = self._submit(fn, calls, timeout)
+        batch = self._submit(fn, calls, timeout, max_input_bytes)
         try:
             return await asyncio.wrap_future(batch.future)
         except asyncio.CancelledError:
             batch.cancelled = True
             raise
+
+    def preload_in_workers(self, modules: Sequence[str]) -> None:
+        """Have each worker started from now on import ``modules`` before it takes calls, so that no
+        call's deadline pays for them (a worker already running imports them on the first call that
+        needs them). Unlike ``preload``, its fork server never imports them: a caller's module may
+        start what a forked child cannot inherit (a CUDA context)."""
+        if not set(modules) <= set(self._core.preload + self._core.worker_preload):
+            self._core.add_worker_preload(modules)
 
     def start(self) -> None:
         """Start the worker processes now (they start on the first call otherwise): a caller that
