@@ -147,3 +147,23 @@ def _parity_table(name: str) -> dict[tuple[str, ...], str]:
 def parity_table() -> Callable[[str], dict[tuple[str, ...], str]]:
     """Reads a README parity table (see :func:`_parity_table`)."""
     return _parity_table
+
+
+def _readme_snippet(name: str, **placeholders: str) -> str:
+    """The README's ``<!-- snippet: name -->`` Python block, as written but for its placeholder
+    lines: each ``NAME = ...`` line named in ``placeholders`` gets that right-hand side (Python
+    source); every one must be found, so a renamed placeholder fails the test."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme[readme.index(f"<!-- snippet: {name} -->") :].split("```python\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    for key, value in placeholders.items():
+        hits = [i for i, line in enumerate(lines) if line.startswith(f"{key} = ")]
+        assert len(hits) == 1, f"README snippet {name!r}: placeholder {key} found {len(hits)} times"
+        lines[hits[0]] = f"{key} = {value}"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def readme_snippet() -> Callable[..., str]:
+    """Reads a README snippet with its placeholders set (see :func:`_readme_snippet`)."""
+    return _readme_snippet
