@@ -179,13 +179,13 @@ class RegexVerdict:
         self.__qualname__ = f"regex_parser({pattern!r})"
 
     def _matches(self, text: str) -> list[str]:
-        found = [m.group(1) if self.compiled.groups else m.group(0) for m in self.compiled.finditer(text)]
-        if self.ignore_case:
-            found = [self.keys.get(m.casefold(), m) for m in found]
-        return [m for m in found if isinstance(m, str)]
+        matches = [m.group(1) if self.compiled.groups else m.group(0) for m in self.compiled.finditer(text)]
+        found = [m for m in matches if isinstance(m, str)]  # a group that took no part is None
+        return [self.keys.get(m.casefold(), m) for m in found] if self.ignore_case else found
 
     def read(self, reply: str, prompt: str = "") -> VerdictReading:
-        found = self._matches(outside_reasoning(reply).strip())
+        text = outside_reasoning(reply).strip()
+        found = self._matches(text)
         distinct = {m.casefold() if self.ignore_case else m: m for m in found}
         if len(distinct) == 1:
             return VerdictReading(found[0])
@@ -198,7 +198,7 @@ class RegexVerdict:
         reason = f"verdict_pattern {self.pattern!r} matched nothing in the reply"
         if self._matches(reply):
             reason += " outside its reasoning (<think>)"
-        elif not self.ignore_case and re.search(self.pattern, reply, re.IGNORECASE):
+        elif not self.ignore_case and re.search(self.pattern, text, re.IGNORECASE):
             reason += " (it would match case-insensitively: start the pattern with (?i))"
         return VerdictReading(None, reason)
 
