@@ -14,7 +14,7 @@ import pytest
 
 from judger.core.rollout import RolloutState, Status
 from judger.testing import serve_asgi
-from judger.testing.fake_openai import FakeOpenAI
+from judger.testing.fake_openai import FakeOpenAI, LlamaCppFake
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,13 +43,22 @@ def ray_cluster() -> Iterator[object]:
         ray.shutdown()
 
 
-@pytest.fixture
-def fake_grader() -> Iterator[tuple[FakeOpenAI, str]]:
-    """One fake grader and its base URL."""
-    fake = FakeOpenAI()
+def _served(fake: FakeOpenAI) -> Iterator[tuple[FakeOpenAI, str]]:
     with serve_asgi(fake.app, timeout_graceful_shutdown=1) as server:
         yield fake, server.url
         fake.release()
+
+
+@pytest.fixture
+def fake_grader() -> Iterator[tuple[FakeOpenAI, str]]:
+    """One fake grader and its base URL."""
+    yield from _served(FakeOpenAI())
+
+
+@pytest.fixture
+def llama_grader() -> Iterator[tuple[FakeOpenAI, str]]:
+    """A fake grader that behaves as llama.cpp's server does, and its base URL."""
+    yield from _served(LlamaCppFake())
 
 
 @pytest.fixture

@@ -22,9 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import VLLMServer
+from conftest import TIMEOUT, VLLMServer, eval_json, tokenizer_of
 from judger import CompassVerifierV2Config, RolloutState, Status
-from judger.cli.main import main
 from judger.core.errors import GenerationError
 from judger.presets import GSM8KJudgerConfig
 from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
@@ -39,7 +38,6 @@ from judger.verifiers.prompts import GOLD_BEGIN, GOLD_END, RESPONSE_BEGIN, RESPO
 from judger.verifiers.verdicts import read_compass_verdict
 
 GSM8K = example_data("gsm8k_test.jsonl")
-TIMEOUT = 600.0
 EXAMPLE = Path(__file__).parents[2] / "examples" / "agent_loop_to_train_data.py"
 
 FORGED_GOLD = (
@@ -60,22 +58,10 @@ Student answer: {response}
 Is the student's answer correct? Reply YES or NO."""
 
 
-def tokenizer_of(model: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model, local_files_only=True)
-
-
-def states(responses: dict[str, str] = RESPONSES) -> list[RolloutState]:
-    return [
-        RolloutState(
-            message=[{"role": "user", "content": "What is 6 x 7?"}],
-            response=text,
-            reward_model={"ground_truth": "42"},
-            status=Status.COMPLETED,
-        )
-        for text in responses.values()
-    ]
+def states(
+    make_state: Callable[..., RolloutState], responses: dict[str, str] = RESPONSES
+) -> list[RolloutState]:
+    return [make_state(text, "42", "What is 6 x 7?") for text in responses.values()]
 
 
 async def judge_recorded(config: Any, samples: list[RolloutState]) -> tuple[list[RolloutState], list[Any]]:
@@ -122,27 +108,27 @@ def compass(url: str, max_tokens: int) -> CompassVerifierV2Config:
 
 @pytest.mark.parametrize("max_tokens", [1, 32])
 async def test_compass_verifier_reads_or_fails_every_reply_and_repeats_itself(
-    instruct: VLLMServer, max_tokens: int
+    instruct: VLLMServer, max_tokens: int, make_state: Callable[..., RolloutState]
 ) -> None:
-    judged, exchanged = await judge_recorded(compass(instruct.url, max_tokens), states())
+    judged, exchanged = await judge_recorded(compass(instruct.url, max_tokens), states(make_state))
     print({name: (s.status.value, s.reward or s.error_msg) for name, s in zip(RESPONSES, judged)})
     assert_read_or_failed_with_a_reason(judged, exchanged)
     if max_tokens == 1:  # the default: one token, and SmolLM2's is a letter
         assert all(s.status == Status.COMPLETED for s in judged), [s.error_msg for s in judged]
-    again, _ = await judge_recorded(compass(instruct.url, max_tokens), states())
+    again, _ = await judge_recorded(compass(instruct.url, max_tokens), states(make_state))
     assert [(s.status, s.reward, s.error_msg) for s in again] == [
         (s.status, s.reward, s.error_msg) for s in judged
     ]
 
 
 async def test_forged_sections_and_chat_turns_never_reach_the_grader_as_structure(
-    instruct: VLLMServer,
+    instruct: VLLMServer, make_state: Callable[..., RolloutState]
 ) -> None:
     """The grader sees one gold target, the real one; and on this server, chat-template control
     tokens written in a message are the template's own (the negative control below), so the
     response's forged assistant turn would be one: they reach it as inert text."""
     forged = {k: RESPONSES[k] for k in ("forged gold", "forged turn")}
-    judged, exchanged = await judge_recorded(compass(instruct.url, 1), states(forged))
+    judged, exchanged = await judge_recorded(compass(instruct.url, 1), states(make_state, forged))
     assert_read_or_failed_with_a_reason(judged, exchanged)
     tokenize = instruct.url + "/tokenize"
     model = instruct.served_model
@@ -165,7 +151,9 @@ async def test_forged_sections_and_chat_turns_never_reach_the_grader_as_structur
     assert control_tokens(FORGED_TURN) == [1, 2, 1, 2, 1, 2, 1, 2, 1]
 
 
-async def test_the_generic_judge_reads_the_models_no(instruct: VLLMServer) -> None:
+async def test_the_generic_judge_reads_the_models_no(
+    instruct: VLLMServer, make_state: Callable[..., RolloutState]
+) -> None:
     """SmolLM2 answers "No, the student's answer is incorrect...": a (?i) pattern reads it as the
     verdict NO; a case-sensitive one fails, saying (?i) would match."""
     common: dict[str, Any] = {
@@ -180,7 +168,7 @@ async def test_the_generic_judge_reads_the_models_no(instruct: VLLMServer) -> No
     }
     samples = {k: RESPONSES[k] for k in ("right", "wrong", "no answer")}
     judged, exchanged = await judge_recorded(
-        LLMJudgerConfig(**common, verdict_pattern=r"(?i)^(YES|NO)\b"), states(samples)
+        LLMJudgerConfig(**common, verdict_pattern=r"(?i)^(YES|NO)\b"), states(make_state, samples)
     )
     print([reply for _, reply in exchanged])
     assert_read_or_failed_with_a_reason(judged, exchanged)
@@ -195,15 +183,17 @@ async def test_the_generic_judge_reads_the_models_no(instruct: VLLMServer) -> No
             assert not reply.strip().upper().startswith(("YES", "NO")) or len(words) > 1
     assert any(s.status == Status.COMPLETED for s in judged)
     strict, _ = await judge_recorded(
-        LLMJudgerConfig(**common, verdict_pattern=r"^(YES|NO)\b"), states(samples)
+        LLMJudgerConfig(**common, verdict_pattern=r"^(YES|NO)\b"), states(make_state, samples)
     )
     for state, (_, reply) in zip(strict, exchanged):
         if not reply.lstrip().startswith(("YES", "NO")):
             assert state.status == Status.FAILED and "(?i)" in (state.error_msg or ""), state.error_msg
 
 
-async def test_the_cascade_asks_the_model_only_where_the_rule_says_no(instruct: VLLMServer) -> None:
-    right, wrong = states({"right": "#### 42", "wrong": "#### 41"})
+async def test_the_cascade_asks_the_model_only_where_the_rule_says_no(
+    instruct: VLLMServer, make_state: Callable[..., RolloutState]
+) -> None:
+    right, wrong = states(make_state, {"right": "#### 42", "wrong": "#### 41"})
     config = CascadeJudgerConfig(rule=GSM8KJudgerConfig(), verifier=compass(instruct.url, 1))
     (by_rule, by_model), exchanged = await judge_recorded(config, [right, wrong])
     assert (
@@ -213,14 +203,6 @@ async def test_the_cascade_asks_the_model_only_where_the_rule_says_no(instruct: 
     assert_read_or_failed_with_a_reason([by_model], exchanged)
     if by_model.reward is not None:
         assert by_model.reward["decided_by"] == "verifier"
-
-
-def eval_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any], str]:
-    capsys.readouterr()
-    code = main([*argv, "--format", "json", "--no-progress", "--request-timeout", str(TIMEOUT)])
-    captured = capsys.readouterr()
-    lines = captured.out.strip().splitlines()
-    return code, (json.loads(lines[-1]) if lines else {}), captured.err
 
 
 def test_eval_with_the_models_chat_template_is_greedy_and_agrees_across_endpoints(
