@@ -23,6 +23,7 @@ from judger.trainer.io import example_data
 from judger.trainer.sample_params import SampleParams
 from judger.trainer.sampler import SamplerConfig
 from judger.trainer.task import TaskSpecConfig
+from judger.trainer.token_ids import ResponseTokenizer
 from judger.trainer.training import prepare_train_data
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
@@ -175,3 +176,20 @@ def test_what_needs_a_tokenizer_is_refused_at_build(llama: PolicyServer) -> None
 def test_the_url_form_without_a_chat_template_is_refused(llama: PolicyServer) -> None:
     with pytest.raises(ValueError, match="under the policy's chat template, and no hf_checkpoint is set"):
         SingleTurnAgentLoop(SingleTurnAgentLoopConfig(), llama.url)
+
+
+async def test_a_tokenizer_that_fails_fails_its_sample_only(llama: PolicyServer) -> None:
+    class Broken(CharTokenizer):
+        def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+            if "boxed" in text:
+                raise ValueError("cannot read this")
+            return super().__call__(text, add_special_tokens)
+
+    rollout = RolloutControllerConfig(base_urls=[llama.url], tokenize_responses=True)
+    ctl = rollout.build(tokenize_response=ResponseTokenizer(Broken()))
+    async with ctl:
+        states = await ctl.generate_group(group(2), SampleParams(max_tokens=64))
+    for state in states:
+        assert state.status == Status.FAILED and "the local tokenizer failed: ValueError" in (
+            state.error_msg or ""
+        )

@@ -684,7 +684,11 @@ class RolloutController:
             and state.response_ids is None
         ):
             # asked for by name (tokenize_responses): the server sent text only
-            state.response_ids = self.tokenize_response(state, params)
+            try:
+                state.response_ids = self.tokenize_response(state, params)
+            except Exception as exc:  # the local tokenizer's failure is this sample's, not the run's
+                _fail(state, f"tokenize_responses: the local tokenizer failed: {type(exc).__name__}: {exc}")
+                return
             state.logprobs = None  # one per token the server sampled: they need not match these ids
         if usage:
             # the only token counts a server without token ids gives (judger eval's rows show them)
