@@ -16,6 +16,7 @@ from judger import CompassVerifierV2Config, RolloutState, Status
 from judger.cli.main import main
 from judger.core.errors import GenerationError
 from judger.presets import GSM8KJudgerConfig
+from judger.testing.grader_replies import check_readings, judge_recorded
 from judger.testing.server_process import ServerProcess
 from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
 from judger.trainer.agent_loop_manager import AgentLoopManagerConfig
@@ -107,19 +108,21 @@ async def test_the_data_path_stops_at_the_first_reply_then_trains_with_tokenize_
 ANSWERS = ("6 x 7 = \\boxed{42}", "6 x 7 = \\boxed{41}", "I do not know.")
 
 
+def graded(make_state: Callable[..., RolloutState]) -> list[RolloutState]:
+    return [make_state(answer, "42", "What is 6 x 7?") for answer in ANSWERS]
+
+
 @pytest.mark.parametrize("max_tokens", [1, 32])
 async def test_compass_reads_or_fails_every_reply(
     llama_cpp: ServerProcess, max_tokens: int, make_state: Callable[..., RolloutState]
 ) -> None:
-    config = CompassVerifierV2Config(hosts=[llama_cpp.url], max_tokens=max_tokens, request_timeout=TIMEOUT)
-    async with config.build() as judger:
-        judged = await judger.batch_judge([make_state(a, "42", "What is 6 x 7?") for a in ANSWERS])
+    """At 32 tokens SmolLM2 on llama.cpp opens with "A:" and explains: read as A."""
+    config = CompassVerifierV2Config(
+        hosts=[llama_cpp.url], max_tokens=max_tokens, dedup=False, max_concurrency=1, request_timeout=TIMEOUT
+    )
+    judged, exchanged = await judge_recorded(config, graded(make_state))
     print([(s.status.value, s.reward or s.error_msg) for s in judged])
-    for state in judged:
-        if state.status == Status.COMPLETED:
-            assert state.reward is not None and state.reward["verdict"] in ("correct", "incorrect", "invalid")
-        else:
-            assert re.search(r"no verdict|different verdicts", state.error_msg or ""), state.error_msg
+    check_readings(judged, exchanged)
 
 
 async def test_the_generic_judge_reads_yes_or_no(
@@ -132,12 +135,15 @@ async def test_the_generic_judge_reads_yes_or_no(
         verdict_pattern=r"(?i)^(YES|NO)\b",
         verdict_scores={"YES": 1.0, "NO": 0.0},
         max_tokens=16,
+        dedup=False,
+        max_concurrency=1,
         request_timeout=TIMEOUT,
     )
-    async with config.build() as judger:
-        judged = await judger.batch_judge([make_state(a, "42", "What is 6 x 7?") for a in ANSWERS])
+    judged, exchanged = await judge_recorded(config, graded(make_state))
     print([(s.status.value, s.reward or s.error_msg) for s in judged])
-    for state in judged:
-        assert state.status in (Status.COMPLETED, Status.FAILED)
-        if state.status == Status.FAILED:
-            assert "matched nothing" in (state.error_msg or ""), state.error_msg
+    check_readings(judged, exchanged, compass=False)
+    for state, (_, reply) in zip(judged, exchanged):
+        opening = re.match(r"(?i)(yes|no)\b", reply.strip())
+        assert (state.reward is not None) == (opening is not None), (reply, state.error_msg)
+        if opening is not None and state.reward is not None:
+            assert state.reward["verdict"] == opening.group(1).upper()

@@ -26,6 +26,7 @@ from conftest import TIMEOUT, VLLMServer, eval_json, tokenizer_of
 from judger import CompassVerifierV2Config, RolloutState, Status
 from judger.core.errors import GenerationError
 from judger.presets import GSM8KJudgerConfig
+from judger.testing.grader_replies import check_readings, judge_recorded
 from judger.trainer.agent_loop import SingleTurnAgentLoopConfig
 from judger.trainer.agent_loop_manager import AgentLoopManagerConfig
 from judger.trainer.controller import RolloutControllerConfig
@@ -35,7 +36,6 @@ from judger.trainer.task import TaskSpecConfig
 from judger.trainer.training import prepare_train_data
 from judger.verifiers import CascadeJudgerConfig, LLMJudgerConfig, split_grading_prompt
 from judger.verifiers.prompts import GOLD_BEGIN, GOLD_END, RESPONSE_BEGIN, RESPONSE_END
-from judger.verifiers.verdicts import read_compass_verdict
 
 GSM8K = example_data("gsm8k_test.jsonl")
 EXAMPLE = Path(__file__).parents[2] / "examples" / "agent_loop_to_train_data.py"
@@ -64,46 +64,11 @@ def states(
     return [make_state(text, "42", "What is 6 x 7?") for text in responses.values()]
 
 
-async def judge_recorded(config: Any, samples: list[RolloutState]) -> tuple[list[RolloutState], list[Any]]:
-    """Judge ``samples``; also every (prompt sent, reply text) the grader exchanged, in order."""
-    exchanged: list[tuple[str, str]] = []
-    async with config.build() as judger:
-        verifier = getattr(judger, "verifier", judger)
-        chat = verifier.pool.chat
-
-        async def recording(messages: list[dict[str, Any]], **params: Any) -> Any:
-            reply = await chat(messages, **params)
-            exchanged.append((messages[-1]["content"], reply.text))
-            return reply
-
-        verifier.pool.chat = recording
-        judged = list(await judger.batch_judge(samples))
-    return judged, exchanged
-
-
-def letters_alone(reply: str) -> set[str]:
-    """The letters A-C standing alone on a line of ``reply`` (an independent look, not the parser)."""
-    return set(re.findall(r"^\W*([ABC])\W*$", reply, re.MULTILINE))
-
-
-def assert_read_or_failed_with_a_reason(judged: list[RolloutState], exchanged: list[Any]) -> None:
-    replies = {prompt: reply for prompt, reply in exchanged}
-    assert len(exchanged) == len(replies)  # dedup off: one request per distinct prompt, no retries
-    for state in judged:
-        if state.status == Status.COMPLETED:
-            assert state.reward is not None and state.reward["verdict"] in ("correct", "incorrect", "invalid")
-        else:
-            assert state.status == Status.FAILED and state.reward is None
-            assert "VerdictParseError" in (state.error_msg or ""), state.error_msg
-            why = (state.error_msg or "").rsplit("': ", 1)[-1]
-            assert re.match(r"(no verdict|the reply gives different verdicts|verdict_pattern)", why), why
-    for prompt, reply in exchanged:
-        if len(letters_alone(reply)) > 1:  # a reply listing several letters: never a verdict
-            assert read_compass_verdict(reply, prompt).verdict is None, reply
-
-
 def compass(url: str, max_tokens: int) -> CompassVerifierV2Config:
-    return CompassVerifierV2Config(hosts=[url], max_tokens=max_tokens, dedup=False, request_timeout=TIMEOUT)
+    # one request at a time, none merged: the i-th exchange is the i-th sample's
+    return CompassVerifierV2Config(
+        hosts=[url], max_tokens=max_tokens, dedup=False, max_concurrency=1, request_timeout=TIMEOUT
+    )
 
 
 @pytest.mark.parametrize("max_tokens", [1, 32])
@@ -112,7 +77,7 @@ async def test_compass_verifier_reads_or_fails_every_reply_and_repeats_itself(
 ) -> None:
     judged, exchanged = await judge_recorded(compass(instruct.url, max_tokens), states(make_state))
     print({name: (s.status.value, s.reward or s.error_msg) for name, s in zip(RESPONSES, judged)})
-    assert_read_or_failed_with_a_reason(judged, exchanged)
+    check_readings(judged, exchanged)
     if max_tokens == 1:  # the default: one token, and SmolLM2's is a letter
         assert all(s.status == Status.COMPLETED for s in judged), [s.error_msg for s in judged]
     again, _ = await judge_recorded(compass(instruct.url, max_tokens), states(make_state))
@@ -129,7 +94,7 @@ async def test_forged_sections_and_chat_turns_never_reach_the_grader_as_structur
     response's forged assistant turn would be one: they reach it as inert text."""
     forged = {k: RESPONSES[k] for k in ("forged gold", "forged turn")}
     judged, exchanged = await judge_recorded(compass(instruct.url, 1), states(make_state, forged))
-    assert_read_or_failed_with_a_reason(judged, exchanged)
+    check_readings(judged, exchanged)
     tokenize = instruct.url + "/tokenize"
     model = instruct.served_model
 
@@ -164,6 +129,7 @@ async def test_the_generic_judge_reads_the_models_no(
         "correct_verdicts": ["YES"],
         "max_tokens": 16,
         "dedup": False,
+        "max_concurrency": 1,
         "request_timeout": TIMEOUT,
     }
     samples = {k: RESPONSES[k] for k in ("right", "wrong", "no answer")}
@@ -171,22 +137,22 @@ async def test_the_generic_judge_reads_the_models_no(
         LLMJudgerConfig(**common, verdict_pattern=r"(?i)^(YES|NO)\b"), states(make_state, samples)
     )
     print([reply for _, reply in exchanged])
-    assert_read_or_failed_with_a_reason(judged, exchanged)
+    check_readings(judged, exchanged, compass=False)
     for state, (_, reply) in zip(judged, exchanged):
-        words = set(re.findall(r"\b(yes|no)\b", reply, re.IGNORECASE))
-        if state.status == Status.COMPLETED:
-            assert reply.strip().upper().startswith(("YES", "NO")) and state.reward is not None
-            assert state.reward["verdict"] == (
-                "correct" if reply.strip().upper().startswith("YES") else "incorrect"
-            )
+        opening = re.match(r"(?i)(yes|no)\b", reply.strip())
+        if opening is None:
+            assert state.status == Status.FAILED, reply
         else:
-            assert not reply.strip().upper().startswith(("YES", "NO")) or len(words) > 1
+            assert state.reward is not None, (reply, state.error_msg)
+            assert state.reward["verdict"] == (
+                "correct" if opening.group(1).upper() == "YES" else "incorrect"
+            )
     assert any(s.status == Status.COMPLETED for s in judged)
     strict, _ = await judge_recorded(
         LLMJudgerConfig(**common, verdict_pattern=r"^(YES|NO)\b"), states(make_state, samples)
     )
     for state, (_, reply) in zip(strict, exchanged):
-        if not reply.lstrip().startswith(("YES", "NO")):
+        if re.match(r"(?i)(yes|no)\b", reply.strip()) and not re.match(r"(YES|NO)\b", reply.strip()):
             assert state.status == Status.FAILED and "(?i)" in (state.error_msg or ""), state.error_msg
 
 
@@ -200,7 +166,7 @@ async def test_the_cascade_asks_the_model_only_where_the_rule_says_no(
         by_rule.reward is not None and by_rule.reward["decided_by"] == "rule" and by_rule.reward["score"] == 1
     )
     assert len(exchanged) == 1  # only the sample the rule rejected went to the model
-    assert_read_or_failed_with_a_reason([by_model], exchanged)
+    check_readings([by_model], exchanged)
     if by_model.reward is not None:
         assert by_model.reward["decided_by"] == "verifier"
 
