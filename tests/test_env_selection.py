@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src" / "judger"
 # their own tiers, each in the one environment it is about
-OWN_TIERS = ("browser", "clients", "serving")
+OWN_TIERS = ("browser", "clients", "serving", "llama_cpp")
 
 # module prefixes: a third-party package, or a judger module or package
 SURFACES: dict[str, tuple[str, ...]] = {

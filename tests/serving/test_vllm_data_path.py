@@ -21,11 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import VLLMServer
-from judger.cli.main import main
+from conftest import TIMEOUT, VLLMServer, eval_json, tokenizer_of
 from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
-from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, render_messages
 from judger.trainer.controller import RolloutControllerConfig, parse_choice
 from judger.trainer.io import example_data
 from judger.trainer.sample_params import SampleParams
@@ -33,13 +32,6 @@ from judger.trainer.sampler import SamplerConfig
 from judger.trainer.training import prepare_train_data
 
 GSM8K = example_data("gsm8k_test.jsonl")
-TIMEOUT = 600.0
-
-
-def tokenizer_of(model: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model, local_files_only=True)
 
 
 def raw(server: VLLMServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +108,7 @@ async def test_the_url_form_keeps_the_sampled_token_ids(vllm: VLLMServer) -> Non
     """It re-tokenized the response text: ids the server never sampled."""
     params = {"temperature": 1.0, "max_tokens": 10, "seed": 7}
     config = SingleTurnAgentLoopConfig(group_size=1, model=vllm.served_model, sample_params=params)
-    agent = SingleTurnAgentLoop(config, vllm.url, None)
+    agent = SingleTurnAgentLoop(config, vllm.url, None, render_prompt=render_messages)  # the text as is
     state = RolloutState(message=[{"role": "user", "content": "What is 6 times 7?"}], data_source="toy")
     try:
         (got,) = await agent.generate_group(state)
@@ -196,14 +188,6 @@ async def test_a_served_model_name_mismatch_is_refused_at_the_first_request(vllm
         await manager.aclose()
     assert vllm.served_model in str(caught.value) and "/ckpt/not-this-one" in str(caught.value)
     assert manager.groups_started == 0
-
-
-def eval_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any], str]:
-    capsys.readouterr()
-    code = main([*argv, "--format", "json", "--no-progress", "--request-timeout", str(TIMEOUT)])
-    captured = capsys.readouterr()
-    lines = captured.out.strip().splitlines()
-    return code, (json.loads(lines[-1]) if lines else {}), captured.err
 
 
 def test_eval_greedy_group_and_truncation_visible(

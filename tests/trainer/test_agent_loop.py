@@ -14,6 +14,7 @@ from judger import (
 )
 from judger.core.judger import Judger
 from judger.trainer import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, prepare_train_data, run_judger
+from judger.trainer.agent_loop import render_messages
 
 
 def prompt(gt: str = "4", gid: str = "g0") -> RolloutState:
@@ -167,7 +168,11 @@ def test_openai_compatible_endpoint() -> None:
 
         async def main() -> list[RolloutState]:
             agent = SingleTurnAgentLoop(
-                config, server.url, em_judger(), tokenize=lambda text: [ord(c) for c in text]
+                config,
+                server.url,
+                em_judger(),
+                tokenize=lambda text: [ord(c) for c in text],
+                render_prompt=render_messages,
             )
             try:
                 return await agent.generate_group(prompt(gt="The answer is \\boxed{4}"))
@@ -196,7 +201,7 @@ def test_openai_endpoint_length_finish_and_no_model_listing() -> None:
         config = SingleTurnAgentLoopConfig(model="m", sample_params={"max_tokens": 5}, logprobs=False)
 
         async def main() -> list[RolloutState]:
-            agent = SingleTurnAgentLoop(config, server.url + "/v1", None)
+            agent = SingleTurnAgentLoop(config, server.url + "/v1", None, render_prompt=render_messages)
             p = prompt()
             p.prompt_ids = None
             try:
@@ -234,7 +239,7 @@ def _url_loop_group(fake: Any, **loop_kw: Any) -> list[RolloutState]:
         config = SingleTurnAgentLoopConfig(group_size=2, sample_params={"max_tokens": 64})
 
         async def main() -> list[RolloutState]:
-            agent = SingleTurnAgentLoop(config, server.url, None, **loop_kw)
+            agent = SingleTurnAgentLoop(config, server.url, None, render_prompt=render_messages, **loop_kw)
             try:
                 return await agent.generate_group(prompt())
             finally:

@@ -265,14 +265,16 @@ async def test_the_completions_endpoint_is_checked_the_same(
 async def test_the_agent_loops_url_generator_fails_what_it_cannot_train_on(
     hostile: HostileServer, mode: str, bad: Any, words: str
 ) -> None:
-    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig
+    from judger.trainer.agent_loop import SingleTurnAgentLoop, SingleTurnAgentLoopConfig, render_messages
 
     hostile.mode = mode
     hostile.bad_value = bad
     hostile.finish_reason = bad
     hostile.bomb_bytes = 96 * MiB  # over HttpClient's default cap of 64 MiB
     loop = SingleTurnAgentLoop(
-        SingleTurnAgentLoopConfig(model=POLICY, group_size=2, request_timeout=10.0), hostile.url
+        SingleTurnAgentLoopConfig(model=POLICY, group_size=2, request_timeout=10.0),
+        hostile.url,
+        render_prompt=render_messages,
     )
     try:
         states = await asyncio.wait_for(loop.generate_group(group(1)[0]), 15)

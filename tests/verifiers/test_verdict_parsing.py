@@ -6,12 +6,14 @@ import pytest
 
 from judger.verifiers import (
     GRADER_PROMPT,
+    CompassVerifierV2Config,
     cut_response,
     parse_compass_verdict,
     regex_parser,
     render_prompt,
     split_grading_prompt,
 )
+from judger.verifiers.verdicts import read_compass_verdict
 
 pytestmark = pytest.mark.py310
 
@@ -125,3 +127,77 @@ HOSTILE_REPLIES = [
 @pytest.mark.parametrize(("reply", "verdict"), HOSTILE_REPLIES)
 def test_verdict_grammar_is_strict(reply: str, verdict: str | None) -> None:
     assert parse_compass_verdict(reply) == verdict
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "A:\nThe answer is correct.",  # SmolLM2-135M-Instruct on llama.cpp, max_tokens 32
+        "A\n\nThe final answer agrees with the gold answer.",
+        "**A**:\nThe candidate's answer of 42 matches.",
+        "(A)\nCorrect, 6 x 7 = 42",
+        "A: CORRECT\nthe answers agree",
+    ],
+)
+def test_a_verdict_that_opens_the_reply_on_its_own_line(reply: str) -> None:
+    assert parse_compass_verdict(reply) == "A"
+    assert read_compass_verdict(reply).reason == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        # vLLM-served SmolLM2 at max_tokens 32: the option letters, listed
+        ("A:\n\nA:\n\nB:\n\nC:\n\nA:\n\nB:\n\n", "different verdicts: A (the first line, line 2"),
+        # what follows the letter on its line could contradict it
+        ("A. The answer is wrong", "no verdict"),
+        ("A: the candidate answered B", "no verdict"),
+        # the opening letter and a later verdict disagree, or its name does
+        ("A:\nThe student wrote 41.\nFinal Judgment: B", "different verdicts: A (the first line); B (Final"),
+        (
+            "A: INCORRECT\nthe answers differ",
+            "different verdicts: A (the first line); B (the first line, named",
+        ),
+        ("B\nNo wait.\nA", "different verdicts: A (the last line); B (the first line)"),
+        # a letter alone in the middle is not where a verdict stands, but it does veto
+        ("The answer is 41.\nB\nso it is wrong.", "a letter alone on line 2 is not where the verdict stands"),
+        ("Final Judgment: A\nB\nthat is all", "different verdicts: A (Final Judgment); B (line 2)"),
+        ("<think>A:</think>\nThe student is right.", "outside reasoning"),
+    ],
+)
+def test_ambiguous_or_unplaced_letters_are_never_guessed(reply: str, why: str) -> None:
+    reading = read_compass_verdict(reply)
+    assert reading.verdict is None and why in reading.reason, reading
+
+
+def test_a_first_line_that_echoes_the_prompt_is_not_a_verdict() -> None:
+    """A policy that writes "A:" as a line of its response, graded by a model that opens its reply
+    by quoting the response: the quote is not a verdict. Quoting the prompt's option list neither."""
+    response = "A:\n41"
+    (message,) = (
+        CompassVerifierV2Config(hosts=["127.0.0.1:9"])
+        .build()
+        .build_messages({"question": "What is 6 x 7?", "response": response, "label": "42"})
+    )
+    prompt = message["content"]
+    echo = read_compass_verdict("A:\n41 is what the candidate answered.", prompt)
+    assert echo.verdict is None and "'A:' repeats a line of the grading prompt" in echo.reason
+    assert parse_compass_verdict("A:\n41 is what the candidate answered.") == "A"  # without the prompt
+    options = [line for line in GRADER_PROMPT.splitlines() if line[:2] in ("A:", "B:", "C:")]
+    restated = "\n".join([*options, "The candidate answered 41, not 42.", "Final Judgment: B"])
+    assert read_compass_verdict(restated, prompt).verdict == "B"
+    assert read_compass_verdict(restated).verdict is None  # read without the prompt: A, B and C
+
+
+def test_a_case_insensitive_pattern_reads_the_verdict_key() -> None:
+    """SmolLM2-135M-Instruct answers a YES/NO grading prompt "No, the student's answer is incorrect"."""
+    parse = regex_parser(r"(?i)^(YES|NO)\b", keys=["YES", "NO"])
+    assert parse("No, the student's answer is incorrect.") == "NO"
+    assert parse("\n\nyes.\nThe answers agree.") == "YES"
+    both = regex_parser(r"(?i)\b(YES|NO)\b", keys=["YES", "NO"])
+    assert both("NO. no, definitely no") == "NO"  # the same verdict, however spelled
+    assert both("No, the student's answer is not yes.") is None  # both: never guessed
+    assert "the verdicts disagree" in both.read("Yes... or no?").reason
+    strict = regex_parser(r"\b(YES|NO)\b")
+    assert strict("No, the student's answer is incorrect.") is None
+    assert "start the pattern with (?i)" in strict.read("No, the student's answer is incorrect.").reason

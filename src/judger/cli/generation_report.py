@@ -32,10 +32,16 @@ def record_generation(state: RolloutState) -> None:
     failed = "generation_failure" in state.extra_fields
     columns[FINISH] = "failed" if failed else (state.finish_reason or "none")
     columns[TRUNCATED] = state.finish_reason == "length"
-    if state.response_ids is not None:
-        columns[RESPONSE_TOKENS] = len(state.response_ids)
-    if state.prompt_ids is not None:
-        columns[PROMPT_TOKENS] = len(state.prompt_ids)
+    # the token ids when the server sent them, else its usage counts for a request of this sample
+    usage = state.extra_fields.get("usage") or {}
+    response_tokens = len(state.response_ids) if state.response_ids is not None else None
+    prompt_tokens = len(state.prompt_ids) if state.prompt_ids is not None else None
+    for column, count in (
+        (RESPONSE_TOKENS, response_tokens if response_tokens is not None else usage.get("completion_tokens")),
+        (PROMPT_TOKENS, prompt_tokens if prompt_tokens is not None else usage.get("prompt_tokens")),
+    ):
+        if count is not None:
+            columns[column] = count
     state.extra_fields["columns"] = columns
 
 

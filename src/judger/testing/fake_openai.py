@@ -69,6 +69,17 @@ Behaviour switches (plain attributes; safe to change while the server runs):
 ``token_ids``
     False: ``return_token_ids`` and ``return_tokens_as_token_ids`` are ignored, as by a strict
     OpenAI server (or vLLM before 0.10.2 for the first): replies carry text, never token ids.
+``ignores_n``
+    True: every prompt gets one choice whatever ``n`` asks (llama.cpp's server, and others).
+``chat_logprobs_need_top``
+    True: a chat reply carries logprobs only when ``top_logprobs`` is set beside ``logprobs``.
+``any_model``
+    True: a request naming any model is served (no 404).
+``token_id_prompts``
+    False: a completions prompt of token ids is answered HTTP 500.
+
+:class:`LlamaCppFake` turns on all four, with ``token_ids`` off: a server behaving as
+llama-cpp-python's (``python -m llama_cpp.server``).
 
 Counters: ``chat_requests``, ``completion_requests``, ``models_requests``, ``in_flight``,
 ``max_in_flight``; ``requests`` keeps the last 1,000 request bodies. :meth:`reset` clears them.
@@ -188,6 +199,10 @@ class FakeOpenAI:
         self.stall_seconds = 60.0
         self.models_status: int | None = None
         self.token_ids = True
+        self.ignores_n = False
+        self.chat_logprobs_need_top = False
+        self.any_model = False
+        self.token_id_prompts = True
         self.models_delay = 0.0
         self._released = False
         self.reset()
@@ -227,7 +242,7 @@ class FakeOpenAI:
         return None
 
     def _model_error(self, body: dict[str, Any]) -> Any:
-        if body.get("model") != self.model:
+        if body.get("model") != self.model and not self.any_model:
             message = f"The model `{body.get('model')}` does not exist."
             return JSONResponse({"error": {"message": message, "code": 404}}, status_code=404)
         return None
@@ -316,8 +331,10 @@ class FakeOpenAI:
             error = await fake._admit(body)
             if error is not None:
                 return error
+            if not fake.token_id_prompts and _has_token_ids(body.get("prompt")):
+                return _validation_500("prompt", "Input should be a valid string")
             prompts = _prompts(body.get("prompt", ""))
-            n = _count(body.get("n"))
+            n = fake._choices(body)
             body = fake._served_fields(body)
             choices = [
                 fake._completion_choice(i * n + j, str(p), j, body)
@@ -346,6 +363,10 @@ class FakeOpenAI:
             return body
         return {k: v for k, v in body.items() if k not in ("return_token_ids", "return_tokens_as_token_ids")}
 
+    def _choices(self, body: dict[str, Any]) -> int:
+        """How many choices a prompt gets: ``n``, or one when the server ignores ``n``."""
+        return 1 if self.ignores_n else _count(body.get("n"))
+
     def _is_grading(self, messages: list[dict[str, Any]]) -> bool:
         user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
         return bool(user) and split_grading_prompt(str(user[-1])) is not None
@@ -370,8 +391,11 @@ class FakeOpenAI:
     def _chat_generation(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
         prompt = render_chat(messages)
         as_ids = bool(body.get("return_tokens_as_token_ids"))
+        with_logprobs = bool(body.get("logprobs")) and (
+            not self.chat_logprobs_need_top or body.get("top_logprobs") is not None
+        )
         choices = []
-        for j in range(_count(body.get("n"))):
+        for j in range(self._choices(body)):
             text, finish = self._sample(prompt, j, body)
             choice: dict[str, Any] = {
                 "index": j,
@@ -379,7 +403,7 @@ class FakeOpenAI:
                 "finish_reason": finish,
                 "logprobs": None,
             }
-            if body.get("logprobs"):
+            if with_logprobs:
                 choice["logprobs"] = {
                     "content": [
                         {"token": f"token_id:{ord(c)}" if as_ids else c, "logprob": -0.01, "top_logprobs": []}
@@ -431,6 +455,40 @@ def render_chat(messages: list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
+def _has_token_ids(prompt: Any) -> bool:
+    return isinstance(prompt, list) and any(
+        isinstance(p, int) or (isinstance(p, list) and any(isinstance(t, int) for t in p)) for p in prompt
+    )
+
+
+def _validation_500(field: str, message: str) -> JSONResponse:
+    """llama-cpp-python's answer to a request its schema refuses: its route handler turns the
+    validation error into a 500 (a status judger retries), with the error as the message."""
+    detail = f"1 validation error for CreateCompletionRequest\n{field}\n  {message}"
+    return JSONResponse(
+        {"error": {"message": detail, "type": "internal_server_error", "param": None, "code": None}},
+        status_code=500,
+    )
+
+
+class LlamaCppFake(FakeOpenAI):
+    """A fake that answers as llama-cpp-python's OpenAI-compatible server does (checked against its
+    ``llama_cpp/server``): ``n`` ignored (one choice per prompt), no token ids (vLLM's
+    ``return_token_ids`` fields are ignored), chat logprobs only when ``top_logprobs`` is set, a
+    token-id prompt answered HTTP 500 (its schema takes text only), and any model name served (one
+    model is loaded; ``/v1/models`` lists its path)."""
+
+    def __init__(
+        self, model: str = "/models/SmolLM2-135M-Instruct.Q4_1.gguf", reply_style: str = "letter"
+    ) -> None:
+        super().__init__(model=model, reply_style=reply_style)
+        self.token_ids = False
+        self.ignores_n = True
+        self.chat_logprobs_need_top = True
+        self.any_model = True
+        self.token_id_prompts = False
+
+
 def _count(n: Any) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
 
@@ -455,12 +513,15 @@ def kill_server(fake: FakeOpenAI, server: Any, settle_s: float = 0.3) -> None:
 
 
 class PolicyServer:
-    """A fake serving as the policy model on 127.0.0.1: ``.fake`` (its switches), ``.server``, ``.url``."""
+    """A fake serving as the policy model on 127.0.0.1: ``.fake`` (its switches), ``.server``, ``.url``;
+    ``fake=LlamaCppFake()`` serves one that behaves as llama.cpp's server."""
 
-    def __init__(self, model: str = "fake-policy", port: int | None = None) -> None:
+    def __init__(
+        self, model: str = "fake-policy", port: int | None = None, fake: FakeOpenAI | None = None
+    ) -> None:
         from judger.testing.servers import LoopbackServer
 
-        self.fake = FakeOpenAI(model=model)
+        self.fake = fake if fake is not None else FakeOpenAI(model=model)
         self.server = LoopbackServer(self.fake.app, port=port, timeout_graceful_shutdown=1).start()
 
     @property

@@ -9,9 +9,10 @@
   (and ideally ``response_ids``, ``logprobs``, ``finish_reason``) on the state, or returns those
   fields as a dict; or
 - the base URL of an OpenAI-compatible server (vLLM, lmdeploy, sglang): ``POST /v1/completions``
-  with the prompt rendered by ``hf_checkpoint``'s chat template when its tokenizer loads from local
-  files (else ``render_prompt``, by default one content per line) and ``config.sample_params``;
-  the response's token ids are the server's, never a re-tokenization.
+  with the prompt rendered by ``render_prompt``, else by ``hf_checkpoint``'s chat template when its
+  tokenizer loads from local files (with neither, the loop is refused: untemplated text is not what
+  an instruct model was trained on), and ``config.sample_params``; the response's token ids are the
+  server's, never a re-tokenization.
 
 Then :func:`run_judger` scores the group: in single mode (the default) each COMPLETED sample is
 judged on its own; in batch mode (``enable_batch_judge=True``) the group is judged in one
@@ -175,6 +176,20 @@ def render_messages(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
+_NO_TEMPLATE = (
+    "SingleTurnAgentLoop(config, URL) sends each prompt to /v1/completions under the policy's chat "
+    "template, and {where}: set hf_checkpoint to the policy's local model folder, or pass render_prompt= "
+    "(render_messages sends each message's content on its own line, untemplated: an instruct model "
+    "often answers such a prompt with nothing)"
+)
+
+
+def _tokenizer_source(config: SingleTurnAgentLoopConfig) -> str:
+    if not config.hf_checkpoint:
+        return "no hf_checkpoint is set"
+    return f"hf_checkpoint={config.hf_checkpoint!r} gives no local tokenizer with a chat template"
+
+
 def _chat_template_of(config: SingleTurnAgentLoopConfig) -> Callable[[Sequence[dict[str, Any]]], str] | None:
     """``hf_checkpoint``'s chat template as a prompt renderer, when its tokenizer loads locally."""
     tokenizer = config.load_tokenizer()
@@ -291,7 +306,9 @@ class SingleTurnAgentLoop:
                 generate.model = config.served_model()
         elif isinstance(generate, str):
             if render_prompt is None:
-                render_prompt = _chat_template_of(config) or render_messages
+                render_prompt = _chat_template_of(config)
+            if render_prompt is None:
+                raise ValueError(_NO_TEMPLATE.format(where=_tokenizer_source(config)))
             generate = OpenAICompletionsGenerator(
                 generate,
                 model=config.served_model(),

@@ -21,14 +21,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judger.core.errors import GenerationError
 from judger.core.judger import BaseJudger
-from judger.core.rollout import RolloutState
+from judger.core.rollout import RolloutState, Status
 from judger.judgers import config as judger_configs
 from judger.trainer.agent_loop import SingleTurnAgentLoop
 from judger.trainer.controller import RolloutController, RolloutControllerConfig
 from judger.trainer.replay_buffer import ReplayBuffer, ReplayBufferConfig
 from judger.trainer.sampler import Sampler
 from judger.trainer.task import TaskSpecConfig
+from judger.trainer.token_ids import ResponseTokenizer, missing_training_ids
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,13 @@ class AgentLoopManagerConfig(BaseModel):
         first = self.tasks[0].agent_loop_config
         if tokenizer is None:
             tokenizer = first.load_tokenizer()
-        controller = self.rollout_config.build(model=self.rollout_config.model or first.served_model())
+        _refuse_without_tokenizer(self.rollout_config, tokenizer, first.hf_checkpoint)
+        controller = self.rollout_config.build(
+            model=self.rollout_config.model or first.served_model(),
+            tokenize_response=ResponseTokenizer(tokenizer)
+            if self.rollout_config.tokenize_responses
+            else None,
+        )
         tasks: list[Task] = []
         try:
             for spec in self.tasks:
@@ -83,6 +91,29 @@ class AgentLoopManagerConfig(BaseModel):
                 _close_quietly(task.judger)
             raise
         return AgentLoopManager(self, tasks, controller, self.replay_buffer_config.build())
+
+
+def _refuse_without_tokenizer(
+    rollout: RolloutControllerConfig, tokenizer: Any, checkpoint: str | None
+) -> None:
+    """What needs the policy's tokenizer is refused at build when there is none (no local one at
+    hf_checkpoint, none passed to build): never untemplated prompts, never a silent fallback."""
+    if tokenizer is not None:
+        return
+    where = (
+        f"hf_checkpoint={checkpoint!r} gives no local tokenizer" if checkpoint else "no hf_checkpoint is set"
+    )
+    if rollout.endpoint == "completions":
+        raise ValueError(
+            "rollout_config.endpoint='completions' sends each prompt under the policy's chat template, "
+            f"and {where}: set hf_checkpoint to the policy's local model folder (or build(tokenizer=...)), "
+            "or use endpoint='chat' (the server applies its own template)"
+        )
+    if rollout.tokenize_responses:
+        raise ValueError(
+            f"rollout_config.tokenize_responses=True tokenizes responses with the policy's tokenizer, and "
+            f"{where}: set hf_checkpoint to the policy's local model folder (or build(tokenizer=...))"
+        )
 
 
 def _reason_of(state: RolloutState, group_reason: str) -> str:
@@ -123,6 +154,9 @@ class AgentLoopManager:
         self.replay_buffer = replay_buffer
         self._rng = random.Random(config.seed)
         self.groups_started = 0
+        # whether a completed sample has shown that the server's replies carry the token ids
+        # training needs: until then one group goes first, alone
+        self.token_ids_checked = False
 
     def _draw(self) -> tuple[Task, list[RolloutState]] | None:
         while True:
@@ -142,7 +176,10 @@ class AgentLoopManager:
         """``batch_size`` judged, trainable groups (fewer only when every sampler ran out cleanly).
 
         Raises GenerationError at once when the servers list models but not the configured one
-        (naming both); RuntimeError, with the failure counts and the most common reasons, after
+        (naming both), and at the first completed sample without token ids to train on (the first
+        group goes alone, so that a server returning text only is found on its first reply;
+        :mod:`judger.trainer.token_ids`); RuntimeError, with the failure counts and the most common
+        reasons, after
         ``batch_size * max_attempts_factor`` groups went out without filling the batch (a dead
         server, a broken judger...), and when the samplers ran out short of ``batch_size`` while
         groups of this call failed: a short batch then hides a broken run. A short batch at the
@@ -160,6 +197,8 @@ class AgentLoopManager:
         try:
             while len(self.replay_buffer) < batch_size:
                 want = min(self.config.max_concurrent_groups, batch_size - len(self.replay_buffer))
+                if self.groups_started == 0:
+                    want = 1  # the first reply tells whether the server gives token ids
                 while len(in_flight) < want and started < budget:
                     drawn = self._draw()
                     if drawn is None:
@@ -188,6 +227,7 @@ class AgentLoopManager:
                     break  # every sampler ran out
                 done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
+                    self._check_token_ids(fut.result())
                     self.replay_buffer.add(fut.result())
             # groups still out when the batch filled are kept for the next batch, not thrown away
             for group in await asyncio.gather(*in_flight):
@@ -199,6 +239,17 @@ class AgentLoopManager:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         return self.replay_buffer.sample(batch_size)
+
+    def _check_token_ids(self, group: list[RolloutState]) -> None:
+        """Stop at the first completed sample without the token ids training needs (the in-flight
+        groups are cancelled by produce_batch), rather than after every group is generated and
+        judged for nothing."""
+        if self.token_ids_checked:
+            return
+        problem = missing_training_ids(group)
+        if problem is not None:
+            raise GenerationError(f"produce_batch: {problem}")
+        self.token_ids_checked = any(s.status == Status.COMPLETED for s in group)
 
     def failure_reasons(self, top: int = 3) -> list[tuple[str, int]]:
         """The ``top`` most common error messages of the samples of failed groups, with counts."""

@@ -4,7 +4,10 @@
 ``status`` and, when the server returns them, ``response_ids``, ``logprobs`` and ``prompt_ids`` on
 every state of a group (the samples of one prompt). The group goes out as few requests as possible:
 ``n = sample_params.n`` samples each (the whole group in one request when ``n`` is unset), so a
-server that shares the prompt's prefix computes it once.
+server that shares the prompt's prefix computes it once. A server that ignores ``n`` (llama.cpp's
+answers one choice) is detected on its first such reply, said once in a warning, and from then on
+every sample goes as a request of one. When a group goes as several requests and ``seed`` is set,
+each request gets ``seed`` plus the index of its first sample, so that they differ.
 
 How requests are spread and kept alive:
 
@@ -30,7 +33,9 @@ How requests are spread and kept alive:
 abort -> ABORTED, anything else -> FAILED, with ``extra_fields["generation_failure"]``); a
 ``length`` finish also sets ``extra_fields["truncated"] = True``. Token ids come from ``token_ids``
 (vLLM's ``return_token_ids``) or from logprob tokens written ``"token_id:N"``
-(``return_tokens_as_token_ids``). A reply's choices must carry the indexes 0..n-1 once each. Every
+(``return_tokens_as_token_ids``). A reply's choices must carry the indexes 0..k-1 once each, k <= n
+(:mod:`judger.trainer.replies`). A request of one sample records its reply's ``usage`` counts in
+``extra_fields["usage"]`` (the token counts a server without token ids still gives). Every
 choice is checked before it reaches a sample (:mod:`judger.trainer.validation`: ids are ints in the
 vocabulary, logprobs finite and <= 0 and one per token, text a string encodable as UTF-8); a choice
 that fails leaves its sample FAILED with the reason.
@@ -53,6 +58,7 @@ from judger.core.errors import GenerationError
 from judger.core.rollout import RolloutState, Status
 from judger.runtime.bounded import BoundedReply, ReplyError, ReplyTooLarge, bounded_request
 from judger.runtime.http import RETRY_STATUS, backoff_delay
+from judger.trainer.replies import ordered_choices, usage_counts
 from judger.trainer.sample_params import SampleParams, as_sample_params
 from judger.trainer.validation import fail_invalid, generation_problem
 
@@ -97,6 +103,12 @@ class RolloutControllerConfig(BaseModel):
     )
     vocab_size: int | None = Field(
         None, ge=1, description="token ids must be below it; None: below 2**31 - 1"
+    )
+    tokenize_responses: bool = Field(
+        False,
+        description="a reply without token ids gets its response's from the local tokenizer "
+        "(hf_checkpoint): ids that need not be the tokens the server sampled, and no logprobs; "
+        "off: the data path stops at such a server's first reply (judger.trainer.token_ids)",
     )
 
     @field_validator("base_urls")
@@ -235,6 +247,8 @@ class RolloutController:
     ``render_prompt(messages) -> str`` renders a chat for the completions endpoint (a tokenizer's
     chat template; by default one content per line). ``tokenize(text) -> ids`` fills ``prompt_ids``
     the server did not return (never ``response_ids``: only the server knows what it sampled).
+    ``tokenize_response(state, params) -> ids`` fills ``response_ids`` the server did not return,
+    only when ``config.tokenize_responses`` asks for it (see :mod:`judger.trainer.token_ids`).
     """
 
     def __init__(
@@ -244,8 +258,17 @@ class RolloutController:
         model: str | None = None,
         render_prompt: Callable[[Sequence[dict[str, Any]]], str] | None = None,
         tokenize: Callable[[str], list[int]] | None = None,
+        tokenize_response: Callable[[RolloutState, SampleParams], list[int]] | None = None,
     ) -> None:
+        if config.tokenize_responses and tokenize_response is None:
+            raise ValueError(
+                "RolloutControllerConfig.tokenize_responses needs the policy's tokenizer: build the "
+                "data path with AgentLoopManagerConfig and hf_checkpoint a local model folder (or "
+                "build(tokenizer=...)), or pass tokenize_response= "
+                "(judger.trainer.token_ids.ResponseTokenizer)"
+            )
         self.config = config
+        self.tokenize_response = tokenize_response if config.tokenize_responses else None
         self.model = config.model or model
         self._model_checked = False
         self.render_prompt = render_prompt
@@ -260,6 +283,8 @@ class RolloutController:
         self._model_lock: asyncio.Lock | None = None
         self._all_out_reported = False
         self._deadline = config.deadline or 4 * config.request_timeout
+        # set when a server answers fewer choices than ``n`` asked: then every sample goes alone
+        self.ignores_n = False
 
     # --- plumbing bound to the running loop -------------------------------------------------------
 
@@ -468,12 +493,20 @@ class RolloutController:
 
     # --- one request ------------------------------------------------------------------------------
 
-    def _body(self, state: RolloutState, params: SampleParams, n: int, model: str) -> dict[str, Any]:
+    def _body(
+        self, state: RolloutState, params: SampleParams, n: int, model: str, first: int = 0
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": model, **params.to_body(), "n": n}
+        if params.seed is not None and first:
+            # a group sent as several requests: each its own seed, or a seeded server would
+            # answer every request of one with the same sample
+            body["seed"] = params.seed + first
         if self.config.endpoint == "chat":
             body["messages"] = state.message
             if self.config.logprobs:
                 body.setdefault("logprobs", True)
+                # OpenAI's own field; llama.cpp's server answers no logprobs without it
+                body.setdefault("top_logprobs", 0)
         else:
             if state.prompt_ids:
                 body["prompt"] = list(state.prompt_ids)
@@ -578,9 +611,11 @@ class RolloutController:
             for state in states:
                 _fail(state, f"generation failed: {exc}")
             return states
-        per_request = params.n or len(states)
-        chunks = [states[i : i + per_request] for i in range(0, len(states), per_request)]
-        await asyncio.gather(*(self._generate_chunk(chunk, params, model) for chunk in chunks))
+        per_request = 1 if self.ignores_n else (params.n or len(states))
+        starts = range(0, len(states), per_request)
+        await asyncio.gather(
+            *(self._generate_chunk(states[i : i + per_request], params, model, i) for i in starts)
+        )
         return states
 
     async def generate(
@@ -591,58 +626,103 @@ class RolloutController:
         await self.generate_group([state], params)
         return state
 
-    async def _generate_chunk(self, chunk: list[RolloutState], params: SampleParams, model: str) -> None:
+    async def _generate_chunk(
+        self, chunk: list[RolloutState], params: SampleParams, model: str, first: int = 0
+    ) -> None:
+        """Generate ``chunk`` (the group's samples from index ``first`` on) in one request; when the
+        server answers fewer choices than asked, the rest go as requests of one."""
         start = time.perf_counter()
-        body = self._body(chunk[0], params, len(chunk), model)
+        body = self._body(chunk[0], params, len(chunk), model, first)
         try:
             reply = await self.request(body)
-            choices = _ordered_choices(reply, len(chunk))
+            choices = ordered_choices(reply, len(chunk))
             parsed = [parse_choice(c, self.config.endpoint) for c in choices]
             shared_prompt_ids = reply.get("prompt_token_ids")
         except (GenerationError, KeyError, TypeError, AttributeError) as exc:
             self.stats.failed_requests += 1
             message = f"generation failed: {exc if isinstance(exc, GenerationError) else repr(exc)}"
+            message += _token_id_prompt_hint(body, message)
             for state in chunk:
                 _fail(state, message)
             return
         finally:
             self.stats.requests += 1
             self.stats.seconds += time.perf_counter() - start
-        for state, fields in zip(chunk, parsed):
+        answered = chunk[: len(parsed)]
+        usage = usage_counts(reply)
+        for state, fields in zip(answered, parsed):
             if shared_prompt_ids is not None and "prompt_ids" not in fields:
                 # each sample owns its lists; anything else is refused by the check below
                 is_list = isinstance(shared_prompt_ids, list)
                 fields["prompt_ids"] = list(shared_prompt_ids) if is_list else shared_prompt_ids
-            problem = choice_problem(fields, self.config.vocab_size)
-            if problem is not None:
-                _fail_choice(state, fields, problem)
-                continue
-            apply_generation(state, fields)
-            # the response is never re-tokenized: those ids need not be the ones the server sampled
-            if self.tokenize is not None and state.prompt_ids is None:
-                state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
-        usage = reply.get("usage")
-        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        if type(tokens) is not int or tokens < 0:
-            tokens = sum(len(s.response_ids or ()) for s in chunk)
+            self._apply(state, fields, params, usage if len(parsed) == 1 else {})
+        tokens = usage.get("completion_tokens")
+        if tokens is None:
+            tokens = sum(len(s.response_ids or ()) for s in answered)
         self.stats.completion_tokens += tokens
-        self.stats.samples += len(chunk)
+        self.stats.samples += len(answered)
+        rest = chunk[len(parsed) :]
+        if rest:
+            self._saw_n_ignored(len(chunk), len(parsed))
+            offset = first + len(parsed)
+            await asyncio.gather(
+                *(self._generate_chunk([s], params, model, offset + i) for i, s in enumerate(rest))
+            )
+
+    def _apply(
+        self, state: RolloutState, fields: dict[str, Any], params: SampleParams, usage: dict[str, int]
+    ) -> None:
+        """One checked choice on its sample; ``usage`` is the request's when it held only this sample."""
+        problem = choice_problem(fields, self.config.vocab_size)
+        if problem is not None:
+            _fail_choice(state, fields, problem)
+            return
+        apply_generation(state, fields)
+        if (
+            self.tokenize_response is not None
+            and state.status == Status.COMPLETED
+            and state.response_ids is None
+        ):
+            # asked for by name (tokenize_responses): the server sent text only
+            try:
+                state.response_ids = self.tokenize_response(state, params)
+            except Exception as exc:  # the local tokenizer's failure is this sample's, not the run's
+                _fail(state, f"tokenize_responses: the local tokenizer failed: {type(exc).__name__}: {exc}")
+                return
+            state.logprobs = None  # one per token the server sampled: they need not match these ids
+        if usage:
+            # the only token counts a server without token ids gives (judger eval's rows show them)
+            state.extra_fields["usage"] = dict(usage)
+        # the response is never re-tokenized here: those ids need not be the ones the server sampled
+        if self.tokenize is not None and state.prompt_ids is None:
+            state.prompt_ids = self.tokenize((self.render_prompt or _plain_render)(state.message))
+
+    def _saw_n_ignored(self, asked: int, got: int) -> None:
+        """A server answered ``got`` of ``asked`` choices: from now on every sample goes as a request
+        of one (said once; the requests of one each get their own seed when a seed is set)."""
+        if self.ignores_n:
+            return
+        self.ignores_n = True
+        logger.warning(
+            "the rollout server answered %d choice(s) for n=%d (it ignores n, as llama.cpp's server "
+            "does): from now on each sample goes as a request of one",
+            got,
+            asked,
+        )
 
     def server_states(self) -> list[dict[str, Any]]:
         return [s.snapshot() for s in self.servers]
 
 
-def _ordered_choices(reply: Any, n: int) -> list[Any]:
-    """The ``n`` choices of ``reply`` by index; each of 0..n-1 must appear exactly once."""
-    choices = reply["choices"]
-    if not isinstance(choices, list):
-        raise GenerationError(f"choices is a {type(choices).__name__}, not a list")
-    if len(choices) != n:
-        raise GenerationError(f"asked for {n} choices, the server sent {len(choices)}")
-    indexes = [c.get("index", i) if isinstance(c, dict) else i for i, c in enumerate(choices)]
-    if any(type(i) is not int for i in indexes) or sorted(indexes) != list(range(n)):
-        raise GenerationError(f"choice indexes {indexes[:16]!r:.200} are not 0..{n - 1} once each")
-    return [c for _, c in sorted(zip(indexes, choices), key=lambda pair: pair[0])]
+def _token_id_prompt_hint(body: dict[str, Any], message: str) -> str:
+    """What to say after an HTTP error on a prompt sent as token ids: some servers take text only."""
+    prompt = body.get("prompt")
+    if "HTTP " not in message or not (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+        return ""
+    return (
+        " (the prompt went as token ids; a server that takes text prompts only, as llama.cpp's, "
+        "refuses them: use the chat endpoint, where the server applies its own chat template)"
+    )
 
 
 def _fail_choice(state: RolloutState, fields: dict[str, Any], problem: str) -> None:

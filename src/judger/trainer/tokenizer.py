@@ -46,6 +46,11 @@ def _as_ids(encoded: Any) -> list[int]:
     return [int(i) for i in encoded]
 
 
+def text_ids(tokenizer: Any, text: str) -> list[int]:
+    """``text``'s token ids under ``tokenizer``, without the special tokens it would add."""
+    return _as_ids(tokenizer(text, add_special_tokens=False)) if text else []
+
+
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
     """The prompt's token ids under ``tokenizer``'s chat template (with the generation prompt);
     whatever ``apply_chat_template`` returns (a list, a dict or a BatchEncoding, batched or not)."""

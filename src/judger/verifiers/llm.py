@@ -25,7 +25,7 @@ from judger.judgers.config import JudgerConfig
 from judger.verifiers.hosts import ChatHosts
 from judger.verifiers.prompts import GRADER_PROMPT, check_template, defang, render_prompt
 from judger.verifiers.truncation import STRIP_TOKENS, cut_response
-from judger.verifiers.verdicts import VerdictParseError, VerdictParser, resolve_parser
+from judger.verifiers.verdicts import VerdictParseError, VerdictParser, read_with, resolve_parser
 
 DEFAULT_VERDICT_SCORES: dict[str, float] = {"A": 1.0, "B": -1.0, "C": -1.0}
 DEFAULT_VERDICT_NAMES: dict[str, str] = {"A": "correct", "B": "incorrect", "C": "invalid"}
@@ -95,8 +95,8 @@ class LLMJudger(BatchJudger):
         self.dedup = dedup
         self.prompt_template = check_template(prompt_template)
         self.system_prompt = system_prompt
-        self.parse_verdict = resolve_parser(verdict_parser, verdict_pattern)
         self.verdict_scores = dict(verdict_scores if verdict_scores is not None else DEFAULT_VERDICT_SCORES)
+        self.parse_verdict = resolve_parser(verdict_parser, verdict_pattern, keys=self.verdict_scores)
         self.verdict_names = dict(verdict_names if verdict_names is not None else DEFAULT_VERDICT_NAMES)
         self.correct_verdicts = frozenset(correct_verdicts)
         self.skip_score = float(skip_score)
@@ -189,16 +189,21 @@ class LLMJudger(BatchJudger):
             }
         if payload.get("response") is None:
             raise NoResponseError()
-        reply = await self.pool.chat(self.build_messages(payload), **self.sampling_params)
-        return self.read_verdict(reply.text)
+        messages = self.build_messages(payload)
+        reply = await self.pool.chat(messages, **self.sampling_params)
+        return self.read_verdict(reply.text, prompt=messages[-1]["content"])
 
-    def read_verdict(self, reply: str) -> JudgerOutput:
-        """The reward for a grader reply; raises VerdictParseError when it holds no known verdict."""
-        key = self.parse_verdict(reply)
+    def read_verdict(self, reply: str, prompt: str = "") -> JudgerOutput:
+        """The reward for a grader reply to ``prompt``; raises VerdictParseError, saying which rule
+        found no verdict (or which verdicts disagreed), when it holds no known verdict."""
+        reading = read_with(self.parse_verdict, reply, prompt)
+        key = reading.verdict
         if key is None or key not in self.verdict_scores:
             known = "/".join(self.verdict_scores)
+            why = reading.reason if key is None else f"{key!r} is not one of the verdicts {known}"
             raise VerdictParseError(
-                f"judger {self.judger_name!r}: no verdict ({known}) in the grader's reply {reply[:200]!r}"
+                f"judger {self.judger_name!r}: no verdict ({known}) in the grader's reply "
+                f"{reply[:200]!r}: {why}"
             )
         return {
             "score": float(self.verdict_scores[key]),

@@ -57,12 +57,29 @@ _MARKER = re.compile(
 )
 
 
+# the control tokens of common chat templates (ChatML / Qwen / Llama 3 / Phi ``<|...|>``, Llama 2 /
+# Mistral ``<s>`` and ``[INST]``, Gemma's turns): a server renders the grader's chat with its template
+# and then tokenizes the text, special tokens included, so one of these in a response becomes a real
+# control token there (checked on vLLM with SmolLM2's ChatML template: ``<|im_start|>`` in a message's
+# content is token 1, the template's own)
+_CONTROL = re.compile(r"<(\|[^<>|\s]{1,64}\|)>|<(/?s)>|<((?:start|end)_of_turn)>|\[(/?INST)\]")
+
+
+def _inert(match: re.Match[str]) -> str:
+    inner = next(group for group in match.groups() if group is not None)
+    return f"\u2039{inner}\u203a"
+
+
 def defang(text: str) -> str:
     """``text`` with the prompt's section markers made inert (``<Predicted End>`` becomes
     ``‹Predicted End›``): a response that writes one would otherwise close its own section and open
-    a forged one -- a second gold target, say -- for the grader to read. Honest answers never
-    contain them, so for those nothing changes."""
-    return _MARKER.sub(lambda m: f"\u2039{m.group(1)}\u203a", text)
+    a forged one -- a second gold target, say -- for the grader to read. The control tokens of chat
+    templates (``<|im_end|>``, ``<|im_start|>``, ``<s>``, ``[INST]``...) are made inert the same way
+    (``‹|im_start|›``): written into a response, they would close the grader's user turn and forge
+    an assistant turn holding a verdict. Honest answers never contain them, so for those nothing
+    changes."""
+    text = _MARKER.sub(lambda m: f"\u2039{m.group(1)}\u203a", text)
+    return _CONTROL.sub(_inert, text)
 
 
 def render_prompt(template: str, *, question: str, gold_answer: str, response: str) -> str:
