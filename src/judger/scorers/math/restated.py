@@ -12,6 +12,7 @@ expression the question shows, as in a choice between two, writing it is the ans
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _NOISE = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|~|\s|\$")
 _FRACTIONS = re.compile(r"\\[dt](frac|binom)")
@@ -31,6 +32,7 @@ def canonical(text: str) -> str:
     return _FRACTIONS.sub(r"\\\1", _NOISE.sub("", text))
 
 
+@lru_cache(maxsize=1024)
 def _question_text(question: str) -> str:
     """The question with each math span canonical and set apart by spaces; its prose as written."""
     return _MATH.sub(lambda m: " " + canonical(next(g for g in m.groups() if g is not None)) + " ", question)
@@ -49,9 +51,11 @@ def _standalone(haystack: str, needle: str) -> bool:
     return False
 
 
-def _trigrams(text: str) -> set[tuple[str, ...]]:
+@lru_cache(maxsize=1024)
+def _trigrams(text: str) -> frozenset[tuple[str, ...]]:
     words = _WORDS.findall(text.lower())
-    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+    # a GRPO group repeats its question: each distinct text is read once
+    return frozenset(tuple(words[i : i + 3]) for i in range(len(words) - 2))
 
 
 def copies_question(text: str, question: str) -> bool:

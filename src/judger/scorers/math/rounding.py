@@ -14,6 +14,7 @@ prompt is the dataset's text, never the policy's, so reading it cannot be farmed
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Literal
 
 from judger.scorers.math.order import prompt_text
@@ -37,7 +38,13 @@ _DECIMAL = re.compile(
 
 def requested_rounding(message: object) -> Rounding:
     """The rounding the prompt (a string or a chat's last user turn) asks for (see the module)."""
-    text = prompt_text(message).lower()
+    return _rounding(prompt_text(message))
+
+
+@lru_cache(maxsize=1024)
+def _rounding(text: str) -> Rounding:
+    # a GRPO group repeats its prompt: each distinct text is read once
+    text = text.lower()
     if not any(word in text for word in _CUES):
         return None  # most prompts: no regex at all
     found = _NEAREST.search(text)
