@@ -32,7 +32,7 @@ from judger.core.judger import (
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
-from judger.scorers.committed import committed_text
+from judger.scorers.committed import committed_text, opens_reasoning
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]
@@ -121,9 +121,9 @@ class ScorerJudger(BatchJudger):
         if response is None:  # the sample fails (captured per on_error), it is not scored
             raise NoResponseError()
         if self.response_window is not None and len(response) > self.response_window:
-            if self.options.get("compat") is None and "think>" in response:
-                # the window is of the committed text: reasoning cut off before it would look
-                # committed once its opening tag falls outside
+            if self.options.get("compat") is None and opens_reasoning(response):
+                # the window loses the response's opening <think>: the scorer must still see that
+                # what it reads may be reasoning (a </think> after the answer stays in the window)
                 response = committed_text(response)
             response = response[-self.response_window :]
         payload: JudgerPayload = {

@@ -14,6 +14,23 @@ OPEN = "<think>"
 CLOSE = "</think>"
 
 
+def opens_reasoning(text: str) -> bool:
+    """Whether ``text`` opens with ``<think>`` (after any whitespace), as a reasoning model's
+    response does when its chat template leaves the tag to it."""
+    return text.startswith(OPEN) or (text[:1].isspace() and text.lstrip().startswith(OPEN))
+
+
+def may_hold_reasoning(text: str, at: int) -> bool:
+    """For a scorer that reads the answer found at ``at`` (near the end): whether
+    :func:`committed_text` can change what it reads. A ``</think>`` after the answer puts it in the
+    reasoning, and a response that opens with ``<think>`` may never have closed it; a ``</think>``
+    before the answer leaves it where it was. Two looks instead of a scan of the whole text (a
+    GSM8K response is scored in about the time a scan takes); what they miss is a ``<think>``
+    reopened after a ``</think>`` and left open before the answer, where the cut could only take an
+    answer away: a response gains nothing by it."""
+    return opens_reasoning(text) or CLOSE in text[at:]
+
+
 def committed_text(text: str) -> str:
     """``text`` after its last ``</think>``, and before a ``<think>`` left open after that.
 

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from judger.core.errors import NoResponseError
-from judger.scorers.committed import committed_text
+from judger.scorers.committed import committed_text, may_hold_reasoning, opens_reasoning
 from judger.scorers.labels import missing_label
 
 Method = Literal["strict", "flexible"]
@@ -145,21 +145,31 @@ def hedged(text: str, end: int) -> str | None:
     return (text[start:end] + rest).strip()
 
 
-def extract_solution(solution_str: str, method: Method = "strict") -> str | None:
-    """judger's extraction: the answer as a canonical number string, or None if there is none.
-
-    A strict answer line with a second number gives that line as written (:func:`hedged`), which
-    equals no label."""
+def _extract(solution_str: str, method: Method) -> tuple[str | None, int]:
+    """:func:`extract_solution`'s answer and where its match starts (-1: no answer)."""
     start = _window(solution_str)
     if method == "strict":
         found = _last_match(_STRICT, "####", solution_str, start)
         if found is None:
-            return None
-        return hedged(solution_str, found.end()) or _normalise(found.group(1))
+            return None, -1
+        return hedged(solution_str, found.end()) or _normalise(found.group(1)), found.start()
     if method != "flexible":
         raise ValueError(f"method must be 'strict' or 'flexible', got {method!r}")
-    matches = _FLEXIBLE.findall(solution_str, start)
-    return _normalise(matches[-1]) if matches else None
+    matches = list(_FLEXIBLE.finditer(solution_str, start))
+    return (_normalise(matches[-1][0]), matches[-1].start()) if matches else (None, -1)
+
+
+def extract_solution(solution_str: str, method: Method = "strict") -> str | None:
+    """judger's extraction: the answer as a canonical number string, or None if there is none.
+
+    A strict answer line with a second number gives that line as written (:func:`hedged`), which
+    equals no label. The answer is read from the committed text: where the one found may lie in
+    ``<think>`` reasoning (:func:`~judger.scorers.committed.may_hold_reasoning`), it is read again
+    from :func:`~judger.scorers.committed.committed_text`."""
+    answer, at = _extract(solution_str, method)
+    if at >= 0 and may_hold_reasoning(solution_str, at):
+        answer, _ = _extract(committed_text(solution_str), method)
+    return answer
 
 
 def final_answer_label(ground_truth: Any) -> Any:
@@ -209,8 +219,6 @@ def make_scorer(
             correct = answer is not None and answer == final_answer_label(ground_truth)
         else:
             label = _label(ground_truth)
-            if "think>" in solution_str:
-                solution_str = committed_text(solution_str)
             answer = extract_solution(solution_str, method)
             correct = answer is not None and answer == label
         if answer is None:
@@ -247,7 +255,7 @@ def make_batch_scorer(
     right, wrong = float(score), float(format_score)
     if compat == "verl":
         return _verl_strict_batch(right, wrong)
-    return _strict_batch(right, wrong)
+    return _strict_batch(right, wrong, one)
 
 
 def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
@@ -283,7 +291,7 @@ def _verl_strict_batch(right: float, wrong: float) -> BatchScorer:
     return verl_strict
 
 
-def _strict_batch(right: float, wrong: float) -> BatchScorer:
+def _strict_batch(right: float, wrong: float, one: Scorer) -> BatchScorer:
     match_at = _STRICT.match
 
     def strict(responses: Sequence[Any], labels: Sequence[Any]) -> list[Any]:
@@ -301,8 +309,6 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                         if len(canonical) >= _MAX_LABELS:
                             canonical.clear()
                         canonical[label] = gold
-                if "think>" in text:  # one scan finds either tag
-                    text = committed_text(text)
                 at = text.rfind("####", back)
                 if at < 0:
                     append({"score": 0.0, "acc": False, "pred": None})
@@ -311,12 +317,18 @@ def _strict_batch(right: float, wrong: float) -> BatchScorer:
                 # what the regex allows, and nothing after them can start another match)
                 answer = text[at + 4 :].lstrip(" ")
                 if answer.isdigit() and answer.isascii():
+                    if opens_reasoning(text):  # the answer may be reasoning: the scorer reads it
+                        append(one(text, label))
+                        continue
                     if answer[0] == "0":
                         answer = answer.lstrip("0") or "0"
                 else:
                     found = match_at(text, at) or _last_match(_STRICT, "####", text, _window(text))
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
+                        continue
+                    if may_hold_reasoning(text, found.start()):
+                        append(one(text, label))
                         continue
                     answer = hedged(text, found.end()) or _normalise(found[1])
                 if answer == gold:
