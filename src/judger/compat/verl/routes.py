@@ -14,6 +14,7 @@ last boxed answer, used in both modes (``fixed_compat``).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,11 +147,20 @@ def find_route(data_source: Any) -> Route:
         for prefix, route in _PREFIXES:
             if data_source.startswith(prefix):
                 return route
-    known = ", ".join(repr(name) for name in VERL_DATA_SOURCES)
-    prefixes = ", ".join(repr(p) for p, _ in _PREFIXES)
-    raise NotImplementedError(
-        f"Reward function is not implemented for data_source={data_source!r}; "
-        f"known data sources: {known}, and any name starting with {prefixes}"
+    raise NotImplementedError(unknown_source(data_source))
+
+
+def unknown_source(data_source: Any) -> str:
+    """Why ``data_source`` has no route: short enough to read whole in a report (the names verl
+    knows are a table, named here rather than listed), with the closest known names."""
+    close = []
+    if isinstance(data_source, str):
+        close = difflib.get_close_matches(data_source, [*VERL_DATA_SOURCES, *(p for p, _ in _PREFIXES)], n=3)
+    guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+    return (
+        f"Reward function is not implemented for data_source={data_source!r}; {guess}verl's dispatch "
+        f"knows {len(VERL_DATA_SOURCES)} names and {len(_PREFIXES)} prefixes "
+        "(judger.compat.verl.VERL_DATA_SOURCES and ROUTES)"
     )
 
 
