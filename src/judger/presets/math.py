@@ -143,7 +143,9 @@ class MathJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "DigitalLearningGmbH/MATH-lighteval"
+    judger_name: str = Field(
+        "DigitalLearningGmbH/MATH-lighteval", description="the judger's name; verl's data_source for MATH"
+    )
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     unboxed: bool = Field(
         True,
