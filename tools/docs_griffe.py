@@ -107,7 +107,7 @@ class JudgerDocstrings(griffe.Extension):
             for name in cls.path.removeprefix(cls.module.path + ".").split("."):
                 model = getattr(model, name)
         except Exception as exc:
-            raise RuntimeError(f"the API reference reads {cls.path}'s fields by importing it: {exc!r}")
+            raise RuntimeError(f"the API reference imports {cls.path} for its fields: {exc!r}") from exc
         if not hasattr(model, "model_fields"):
             return
         table = "**Fields**\n\n" + field_table(model)
