@@ -1,6 +1,6 @@
 """judger inside verl 0.9.1's own code: its hydra config, its reward loop worker and managers.
 
-Each test composes verl's trainer config with the YAML keys the README shows, lets verl load what
+Each test composes verl's trainer config with the keys the verl guide shows, lets verl load what
 they point at, and compares token-level rewards with verl's own scorer in ``compat="verl"`` mode.
 """
 

@@ -1,6 +1,7 @@
-"""The docs' code runs: every Python block of docs/ says whether and how it is run, and the blocks
-marked ``<!-- run -->`` run here, as written, in a fresh interpreter (bash blocks so marked too, in
-a shell whose PATH starts with this environment's scripts, from the repository root).
+"""The docs' code runs: every Python block of docs/ (and the README) says whether and how it is
+run, and the blocks marked ``<!-- run -->`` run here, as written, in a fresh interpreter (bash
+blocks so marked too, in a shell whose PATH starts with this environment's scripts, from the
+repository root).
 
 A Python block carries one of three marks, on the line before its fence:
 
@@ -45,7 +46,7 @@ class Block(NamedTuple):
 
 def blocks() -> list[Block]:
     found = []
-    for path in sorted(DOCS.rglob("*.md")):
+    for path in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
         text = path.read_text(encoding="utf-8")
         for fence in FENCE.finditer(text):
             line = text.count("\n", 0, fence.start()) + 1
@@ -53,7 +54,7 @@ def blocks() -> list[Block]:
             mark = MARK.search(before)
             found.append(
                 Block(
-                    str(path.relative_to(DOCS)),
+                    str(path.relative_to(ROOT)),
                     line,
                     fence.group(1),
                     fence.group(2),

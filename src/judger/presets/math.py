@@ -138,7 +138,7 @@ class MathJudgerConfig(ScorerJudgerConfig):
     process pool, where a hostile answer (``9^{9^{9^9}}``) is killed at ``timeout`` seconds and
     reported as a timeout failure instead of hanging the trainer. It also reads the forms
     Math-Verify misses (units, decimal approximations, clock times, option letters, matrices,
-    power towers by value; README "MATH answer grading") and the prompt's request for an order.
+    power towers by value; docs/concepts/grading.md) and the prompt's request for an order.
     """
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
