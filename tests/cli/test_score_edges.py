@@ -329,7 +329,7 @@ def test_a_verl_dump_under_the_default_routing_says_preset_once_at_the_top(
     summary = json.loads(out)
     assert "--preset" in summary["hint"]
     (reason,) = summary["data_sources"]["<none>"]["failure_reasons"]
-    assert reason["reason"].endswith("(judger.compat.verl.VERL_DATA_SOURCES and ROUTES)"), reason
+    assert reason["reason"] == "NotImplementedError: Reward function is not implemented for data_source=None"
     code, out, _ = _score([str(dump), "--preset", "gsm8k", "--format", "json"], capsys)
     assert code == 0 and "hint" not in json.loads(out)
 

@@ -151,16 +151,17 @@ def find_route(data_source: Any) -> Route:
 
 
 def unknown_source(data_source: Any) -> str:
-    """Why ``data_source`` has no route: short enough to read whole in a report (the names verl
-    knows are a table, named here rather than listed), with the closest known names."""
+    """Why ``data_source`` has no route. Its first line, all a report shows of a reason, is whole
+    and short (with the closest known names); the names verl knows follow on a line of their own."""
     close = []
     if isinstance(data_source, str):
         close = difflib.get_close_matches(data_source, [*VERL_DATA_SOURCES, *(p for p, _ in _PREFIXES)], n=3)
-    guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+    guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    known = ", ".join(repr(name) for name in VERL_DATA_SOURCES)
+    prefixes = ", ".join(repr(p) for p, _ in _PREFIXES)
     return (
-        f"Reward function is not implemented for data_source={data_source!r}; {guess}verl's dispatch "
-        f"knows {len(VERL_DATA_SOURCES)} names and {len(_PREFIXES)} prefixes "
-        "(judger.compat.verl.VERL_DATA_SOURCES and ROUTES)"
+        f"Reward function is not implemented for data_source={data_source!r}{guess}\n"
+        f"known data sources: {known}, and any name starting with {prefixes}"
     )
 
 
