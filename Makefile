@@ -92,8 +92,8 @@ test:
 	if [ -n "$$failed" ]; then echo "make test failed in:$$failed"; exit 1; fi
 
 # The documentation site (mkdocs.yml): MkDocs, Material and mkdocstrings in their own environment,
-# with judger itself (no extras: the API reference imports only the pydantic configs, for their
-# field tables) and ruff (mkdocstrings formats signatures with it). `mkdocs build --strict` fails
+# with judger itself (no extras: the API reference imports only the modules defining pydantic
+# models, for their field tables, and those need none) and ruff (mkdocstrings formats signatures with it). `mkdocs build --strict` fails
 # on any warning: a broken link or anchor, a page left out of the nav, an entry that does not
 # resolve, a docstring that does not parse. First in `make test`: a few seconds, and the cheapest
 # failure to find.
