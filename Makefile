@@ -1,17 +1,18 @@
 # Two commands do all the set-up on a fresh machine (both create and reuse .venv):
 #   make example   score the bundled example rollouts with `judger score`
-#   make test      the whole suite, then the Python 3.10, client, browser and serving tiers (what CI
+#   make test      the docs site, the whole suite, then the Python 3.10, client, browser and serving tiers (what CI
 #                  runs); each tier's time and the total at the end
 #   make test-clients  the client tier: judger inside verl's, TRL's, AReaL's and OpenRLHF's own code
 #                      (and the calls slime, NeMo-RL, ROLL and rLLM make), in .venv-clients
 #   make test-serving  the serving tier: the data path and `judger eval` against vLLM, in .venv-serving
 #   make test-llama-cpp  (not in `make test`) the same against llama.cpp's server, in .venv-llama
+#   make docs      the documentation site, built strictly into site/ (docs/development.md), in .venv-docs
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-main test-fast test-py310 test-clients test-serving lint bench clean sandbox-deps
+.PHONY: example test test-main test-fast test-py310 test-clients test-serving test-docs docs lint bench clean sandbox-deps
 
 # Every tier prints its wall time; `make test` then lists them all and the total. $(call timed,KIND,
 # LABEL,COMMAND) runs COMMAND, prints "LABEL: N s" and, under `make test`, adds a line to $(TIMES);
@@ -79,7 +80,7 @@ example: $(STAMP)
 
 # the tiers one after another, stopping at the first that fails (`make -k test` runs them all); then
 # every tier's time, the sum of judger's own suites, the total and the tiers that failed
-TIERS := test-main test-py310 test-clients test-browser test-serving
+TIERS := test-docs test-main test-py310 test-clients test-browser test-serving
 KEEP_GOING := $(findstring k,$(firstword -$(MAKEFLAGS)))
 test:
 	@times=$$(mktemp); start=$$(date +%s); failed=; \
@@ -89,6 +90,32 @@ test:
 	awk -F'\t' '$$2 == "suite" { s += $$1 } END { printf "%6d s  judger'"'"'s own suites (main, Python 3.10, verl'"'"'s environment)\n", s }' $$times; \
 	printf '%6d s  make test in all\n' $$(( $$(date +%s) - start )); rm -f $$times; \
 	if [ -n "$$failed" ]; then echo "make test failed in:$$failed"; exit 1; fi
+
+# The documentation site (mkdocs.yml): MkDocs, Material and mkdocstrings in their own environment,
+# with judger itself (no extras: the API reference imports only the modules defining pydantic
+# models, for their field tables, and those need none) and ruff (mkdocstrings formats signatures with it). `mkdocs build --strict` fails
+# on any warning: a broken link or anchor, a page left out of the nav, an entry that does not
+# resolve, a docstring that does not parse. First in `make test`: a few seconds, and the cheapest
+# failure to find.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+DOCS_PACKAGES := 'mkdocs>=1.6,<2' 'mkdocs-material>=9.5,<10' 'mkdocstrings-python>=1.16' 'ruff>=0.5'
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install --quiet $(DOCS_PACKAGES) -e .
+	touch $(DOCS_STAMP)
+	@$(call built,$(DOCS_VENV))
+
+# never --quiet: it silences the warnings before --strict counts them, and a broken link passes
+MKDOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
+docs: $(DOCS_STAMP)
+	$(MKDOCS_BUILD)
+
+test-docs: $(DOCS_STAMP)
+	@$(call timed,tier,docs site (mkdocs build --strict),$(MKDOCS_BUILD))
 
 test-main: $(STAMP)
 	@$(call timed,suite,main suite,$(call suite,$(BIN)/pytest))
@@ -249,4 +276,4 @@ sandbox-deps:
 	  fi; }
 
 clean:
-	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) $(SERVING_VENV) $(LLAMA_VENV) .serving-cache build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV310) $(CLIENTS_VENV) $(SERVING_VENV) $(LLAMA_VENV) $(DOCS_VENV) site .serving-cache build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -19,7 +19,7 @@ printed with its ratio to verl's own scorer in the same path.
 - ``verl legacy`` / ``judger legacy``: verl's legacy ``NaiveRewardManager`` on the first 16 rows
   of the bundled MATH responses, with verl's ``default_compute_score`` and with judger's;
 - ``verl loop`` / ``judger loop``: verl's reward loop (``RewardLoopWorker.compute_score_batch``,
-  what verl's trainer runs per step) on those 16 rows, verl's default against the README's first
+  what verl's trainer runs per step) on those 16 rows, verl's default against the verl guide's first
   recipe (``reward.custom_reward_function.path=pkg://judger.compat.verl``).
 """
 

@@ -17,8 +17,8 @@ Runs in the client tier's environment (``make test-clients`` builds it)::
 Rows, each timed per step with sides alternated round by round (warm: one untimed step first):
 
 - verl: ``verl.workers.reward_manager.NaiveRewardManager`` with verl's ``default_compute_score``;
-- verl's naive manager calling judger's ``default_compute_score`` (default mode: the README's first
-  verl recipe);
+- verl's naive manager calling judger's ``default_compute_score`` (default mode: the verl guide's first
+  recipe);
 - judger's ``NaiveRewardManager`` and ``BatchRewardManager`` with ``compat="verl"``, and
   ``NaiveRewardManager`` in the default mode.
 

@@ -135,44 +135,61 @@ def exact_match_config(tmp_path: Path) -> Path:
     return path
 
 
+def _after_marker(marker: str) -> str:
+    """The text after ``marker`` (an HTML comment such as ``<!-- parity: verl -->``) in the one
+    page of the docs (docs/**/*.md, or the README) that holds it: a marker found twice or nowhere
+    fails, so a guide's table or snippet is checked wherever it moves, and never two copies."""
+    root = Path(__file__).parents[1]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    hits = [(page, text) for page in pages if marker in (text := page.read_text(encoding="utf-8"))]
+    assert len(hits) == 1, f"{marker} found in {[str(p.relative_to(root)) for p, _ in hits] or 'no page'}"
+    text = hits[0][1]
+    assert text.count(marker) == 1, f"{marker} found twice in {hits[0][0]}"
+    return text[text.index(marker) + len(marker) :]
+
+
+@pytest.fixture(scope="session")
+def after_marker() -> Callable[[str], str]:
+    """Reads the docs after a marker (see :func:`_after_marker`)."""
+    return _after_marker
+
+
 def _parity_table(name: str) -> dict[tuple[str, ...], str]:
-    """The README's ``<!-- parity: name -->`` table: ``{(where..., field): what judger does}``; the
+    """The docs' ``<!-- parity: name -->`` table: ``{(where..., field): what judger does}``; the
     field is the backticked name (a row without one, such as "dataset columns", keys by its text)."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    lines = readme[readme.index(f"<!-- parity: {name} -->") :].splitlines()[1:]
+    lines = _after_marker(f"<!-- parity: {name} -->").splitlines()[1:]
     rows: dict[tuple[str, ...], str] = {}
     for line in lines[2:]:  # after the header and its separator
         if not line.strip().startswith("|"):
             break
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         key = tuple(cell.strip("`") for cell in cells[:-1])
-        assert key not in rows, f"README parity table {name!r}: {key} listed twice"
+        assert key not in rows, f"parity table {name!r}: {key} listed twice"
         rows[key] = cells[-1]
-    assert rows, f"README parity table {name!r} is empty"
+    assert rows, f"parity table {name!r} is empty"
     return rows
 
 
 @pytest.fixture(scope="session")
 def parity_table() -> Callable[[str], dict[tuple[str, ...], str]]:
-    """Reads a README parity table (see :func:`_parity_table`)."""
+    """Reads a parity table of the docs (see :func:`_parity_table`)."""
     return _parity_table
 
 
 def _readme_snippet(name: str, **placeholders: str) -> str:
-    """The README's ``<!-- snippet: name -->`` Python block, as written but for its placeholder
+    """The docs' ``<!-- snippet: name -->`` Python block, as written but for its placeholder
     lines: each ``NAME = ...`` line named in ``placeholders`` gets that right-hand side (Python
     source); every one must be found, so a renamed placeholder fails the test."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    block = readme[readme.index(f"<!-- snippet: {name} -->") :].split("```python\n", 1)[1].split("```", 1)[0]
+    block = _after_marker(f"<!-- snippet: {name} -->").split("```python\n", 1)[1].split("```", 1)[0]
     lines = block.splitlines()
     for key, value in placeholders.items():
         hits = [i for i, line in enumerate(lines) if line.startswith(f"{key} = ")]
-        assert len(hits) == 1, f"README snippet {name!r}: placeholder {key} found {len(hits)} times"
+        assert len(hits) == 1, f"snippet {name!r}: placeholder {key} found {len(hits)} times"
         lines[hits[0]] = f"{key} = {value}"
     return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="session")
 def readme_snippet() -> Callable[..., str]:
-    """Reads a README snippet with its placeholders set (see :func:`_readme_snippet`)."""
+    """Reads a snippet of the docs with its placeholders set (see :func:`_readme_snippet`)."""
     return _readme_snippet

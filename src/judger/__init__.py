@@ -32,17 +32,21 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
     from judger.judgers.handlers import batch_handler
     from judger.judgers.native import NativeJudger
-    from judger.presets import (
-        CodeJudgerConfig,
-        DapoMathJudgerConfig,
-        GEO3KJudgerConfig,
-        GSM8KJudgerConfig,
-        MathJudgerConfig,
-        MathVerifyJudgerConfig,
-        QAExactMatchJudgerConfig,
-    )
-    from judger.remote import CPUResourceManager, JudgerActor, JudgerPool, RemoteJudger
-    from judger.verifiers import CompassVerifierV2Config
+
+    # the defining modules, not the lazy packages: a checker (and the API reference, which reads
+    # this block) sees each class itself rather than a package ``__getattr__``'s Any
+    from judger.presets.code import CodeJudgerConfig
+    from judger.presets.dapo import DapoMathJudgerConfig
+    from judger.presets.geo3k import GEO3KJudgerConfig
+    from judger.presets.gsm8k import GSM8KJudgerConfig
+    from judger.presets.math import MathJudgerConfig
+    from judger.presets.math_verify import MathVerifyJudgerConfig
+    from judger.presets.qa import QAExactMatchJudgerConfig
+    from judger.remote.actor import JudgerActor
+    from judger.remote.pool import JudgerPool
+    from judger.remote.remote_judger import RemoteJudger
+    from judger.remote.resources import CPUResourceManager
+    from judger.verifiers.compass import CompassVerifierV2Config
 
 __version__ = "0.1.0"
 

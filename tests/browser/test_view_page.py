@@ -4,7 +4,7 @@ Run by ``make test-browser`` (which ``make test`` calls): Playwright lives in ``
 drives the system Chromium (``CHROMIUM``, else ``chromium`` on PATH); judger runs in its own
 environment (``JUDGER_PYTHON``, else this interpreter), as a user starts it. The main suite skips
 this module when Playwright is not installed. With ``JUDGER_SCREENSHOTS=DIR`` the views are saved
-as PNGs there (the README's screenshots come from ``DIR=docs/img``).
+as PNGs there (docs/tasks/view.md's screenshots come from ``DIR=docs/img``).
 """
 
 from __future__ import annotations

@@ -310,6 +310,43 @@ def test_verl_rollout_data_dir_dumps_are_read(tmp_path: Path, capsys: pytest.Cap
     assert [r["score"] for r in written] == [1.0, 0.0]
 
 
+def test_a_verl_dump_under_the_default_routing_says_preset_once_at_the_top(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verl's validation dumps carry no data_source, so verl's dispatch fails every sample: the
+    report says, once and first, to name the judger, and no reason is cut off mid-word."""
+    dump = tmp_path / "0.jsonl"
+    rows = [
+        {"input": f"user\n1 + {i}?\nassistant\n", "output": f"#### {i + 1}", "gts": str(i + 1)}
+        for i in range(3)
+    ]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, _ = _score([str(dump)], capsys)
+    assert code == 3
+    assert out.startswith("judger score: 3 samples have no data_source"), out
+    assert out.count("--preset") == 1 and "-c my_config.py" in out
+    code, out, _ = _score([str(dump), "--format", "json"], capsys)
+    summary = json.loads(out)
+    assert "--preset" in summary["hint"]
+    (reason,) = summary["data_sources"]["<none>"]["failure_reasons"]
+    assert reason["reason"] == "NotImplementedError: Reward function is not implemented for data_source=None"
+    code, out, _ = _score([str(dump), "--preset", "gsm8k", "--format", "json"], capsys)
+    assert code == 0 and "hint" not in json.loads(out)
+
+
+def test_a_long_failure_reason_is_cut_at_a_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "unknown.jsonl"
+    words = " ".join(f"word{i}" for i in range(80))
+    path.write_text(
+        json.dumps({"data_source": words, "response": "x", "reward_model": {"ground_truth": "1"}}) + "\n"
+    )
+    code, out, _ = _score([str(path), "--format", "json"], capsys)
+    (reason,) = json.loads(out)["data_sources"][words]["failure_reasons"]
+    text = reason["reason"]
+    assert code == 3 and text.endswith(" …") and len(text) <= 202
+    assert text.removesuffix(" …").split()[-1] in {f"word{i}" for i in range(80)}, text
+
+
 def test_a_lone_surrogate_is_escaped_not_the_run_lost(
     tmp_path: Path, row: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -91,3 +91,24 @@ def test_serve_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "does not exist" in capsys.readouterr().err
     assert main(["serve", "--preset", "NoSuchJudgerConfig"]) == 2
     assert "unknown preset" in capsys.readouterr().err
+
+
+def test_the_serving_guides_client_runs_as_written(
+    tmp_path: Path,
+    wait_healthy: Callable[[str, subprocess.Popen[bytes]], None],
+    readme_snippet: Callable[..., str],
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "judger.cli.main", "serve", "--preset", "gsm8k", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_healthy(url, proc)
+        script = tmp_path / "client.py"
+        script.write_text(readme_snippet("serve-client", URL=repr(url)))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "{'score': 1.0, 'acc': True, 'pred': '72'}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

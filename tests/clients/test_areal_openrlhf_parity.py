@@ -1,4 +1,4 @@
-"""The README's AReaL and OpenRLHF-reward-file parity tables, read against the installed AReaL 1.0.4
+"""The AReaL and OpenRLHF guides' parity tables, read against the installed AReaL 1.0.4
 and OpenRLHF 0.11.2: a field the framework passes or reads that the table misses (or a listed one
 it no longer has) fails here."""
 

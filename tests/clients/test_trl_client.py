@@ -81,7 +81,7 @@ def test_grpo_with_chat_prompts_and_a_sync_reward(tmp_path: Path, tokenizer: Any
 def test_the_readme_trl_snippet_runs_as_written(
     tmp_path: Path, tokenizer: Any, make_lm: Any, readme_snippet: Any
 ) -> None:
-    """The README's TRL script, its placeholders set to a local model folder, GSM8K-shaped rows
+    """The TRL guide's script, its placeholders set to a local model folder, GSM8K-shaped rows
     and short CPU training arguments: two GRPO steps with judger's reward."""
     model_dir = tmp_path / "policy"
     make_lm(tokenizer).save_pretrained(model_dir)

@@ -1,5 +1,5 @@
 """judger rewards called by TRL's own GRPOTrainer code (``_calculate_rewards``), on chosen completions:
-what TRL hands a reward function reaches the judger; and the README's TRL field table against the
+what TRL hands a reward function reaches the judger; and the TRL guide's field table against the
 installed TRL's source."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ GSM8K_ROW = {
 
 @pytest.mark.slow  # builds a GRPOTrainer over a tiny model
 def test_gsm8k_answer_column_read_as_final_answer(tmp_path: Path, tokenizer: Any, make_lm: Any) -> None:
-    """openai/gsm8k's ``answer`` column, as the README suggests (label_key="answer")."""
+    """openai/gsm8k's ``answer`` column, as the TRL guide suggests (label_key="answer")."""
     rows = [{"prompt": GSM8K_ROW["question"], "answer": GSM8K_ROW["answer"]}] * 2
     reward = judger_reward("gsm8k", failure_reward=-1.0, label_key="answer")
     trainer = trainer_for(tmp_path, tokenizer, make_lm(tokenizer), [reward], rows)
@@ -128,7 +128,9 @@ def test_readme_table_lists_every_argument_trl_passes(parity_table: Callable[[st
     table = {key[-1] for key in parity_table("trl")}
     assert columns and "dataset columns" in table
     assert {"prompts", "completions", "completion_ids"} <= names
-    assert sorted(names - table) == [], "TRL passes these; the README table does not say what judger does"
+    assert sorted(names - table) == [], (
+        "TRL passes these; the TRL guide's table does not say what judger does"
+    )
     assert sorted(table - names - {"dataset columns"}) == [], (
         "the table lists these; TRL no longer passes them"
     )

@@ -1,6 +1,6 @@
 """judger inside verl 0.9.1's own code: its hydra config, its reward loop worker and managers.
 
-Each test composes verl's trainer config with the YAML keys the README shows, lets verl load what
+Each test composes verl's trainer config with the keys the verl guide shows, lets verl load what
 they point at, and compares token-level rewards with verl's own scorer in ``compat="verl"`` mode.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -298,19 +299,17 @@ def json_ready(metrics: Any) -> dict[str, dict[str, dict[str, float]]]:
     return {ds: {var: dict(m) for var, m in v.items()} for ds, v in metrics.items()}
 
 
-def readme_keys(block: str) -> list[str]:
-    """The override lines of the README's ``<!-- verl-keys: block -->`` fenced block."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    start = readme.index(f"<!-- verl-keys: {block} -->")
-    body = readme[start:].split("```", 2)[1]
-    return [line.strip() for line in body.splitlines() if line.strip()]
+def guide_keys(after_marker: Callable[[str], str], block: str) -> list[str]:
+    """The override lines of the verl guide's ``<!-- verl-keys: block -->`` fenced block."""
+    body = after_marker(f"<!-- verl-keys: {block} -->").split("```", 2)[1]
+    return [line.strip() for line in body.splitlines()[1:] if line.strip()]
 
 
 @pytest.mark.parametrize("block", ["custom_reward_function", "reward_manager"])
-def test_readme_keys_run_in_verl_and_equal_verl(
-    model_dir: Path, verl_reference: torch.Tensor, block: str
+def test_guide_keys_run_in_verl_and_equal_verl(
+    model_dir: Path, verl_reference: torch.Tensor, block: str, after_marker: Callable[[str], str]
 ) -> None:
-    keys = readme_keys(block)
+    keys = guide_keys(after_marker, block)
     assert keys and all(k.lstrip("+").startswith("reward.") for k in keys)
     scores, _ = reward_loop_scores(compose(keys, model_dir))
     assert torch.equal(scores, verl_reference)
@@ -319,7 +318,7 @@ def test_readme_keys_run_in_verl_and_equal_verl(
 def test_top_level_custom_reward_function_is_ignored_by_verl(
     model_dir: Path, verl_reference: torch.Tensor
 ) -> None:
-    """Why the README says ``reward.``: verl 0.9.1's trainer does not read the top-level keys."""
+    """Why the verl guide says ``reward.``: verl 0.9.1's trainer does not read the top-level keys."""
     config = compose(
         [
             "custom_reward_function.path=pkg://judger.compat.verl",
@@ -361,7 +360,9 @@ def test_dapo_overlong_penalty_equals_verl_dapo(model_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ray_reward_loop_manager_equals_verl(model_dir: Path, verl_reference: torch.Tensor) -> None:
+def test_ray_reward_loop_manager_equals_verl(
+    model_dir: Path, verl_reference: torch.Tensor, after_marker: Callable[[str], str]
+) -> None:
     """verl's RewardLoopManager: reward-loop workers as Ray actors, judger's manager inside them."""
     import ray
     from verl.experimental.reward_loop import RewardLoopManager
@@ -369,7 +370,7 @@ def test_ray_reward_loop_manager_equals_verl(model_dir: Path, verl_reference: to
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         config = compose(
-            [*readme_keys("reward_manager"), "reward.num_workers=2"],
+            [*guide_keys(after_marker, "reward_manager"), "reward.num_workers=2"],
             model_dir,
         )
         manager = RewardLoopManager(config)

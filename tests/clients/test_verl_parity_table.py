@@ -1,4 +1,4 @@
-"""The README's verl field table against the installed verl: every argument and field verl 0.9's
+"""The verl guide's field table against the installed verl: every argument and field verl 0.9's
 reward-loop managers and trainer hand a reward function or a reward manager, read from verl's own
 source, is a row of the table, and every row is still in verl. A verl release that adds one fails
 here instead of reaching judger unseen."""
@@ -98,9 +98,9 @@ def test_readme_table_lists_every_field_verl_passes(parity_table: Callable[[str]
     fields = verl_fields()
     assert len(fields) > 20  # the walk found verl's managers
     assert sorted(fields - table) == [], (
-        "verl passes these and the README table does not say what judger does"
+        "verl passes these and the verl guide's table does not say what judger does"
     )
-    assert sorted(table - fields) == [], "the README table lists these and verl no longer passes them"
+    assert sorted(table - fields) == [], "the verl guide's table lists these and verl no longer passes them"
 
 
 def test_judger_takes_what_the_table_says_it_uses(parity_table: Callable[[str], Table]) -> None:

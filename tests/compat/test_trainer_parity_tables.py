@@ -1,4 +1,4 @@
-"""The README's parity tables for slime, NeMo-RL, ROLL and rLLM (not on the package registry): each
+"""The guides' parity tables for slime, NeMo-RL, ROLL and rLLM (not on the package registry): each
 lists exactly the fields the framework's source hands a reward or reads back (the lists below, each
 cited), and a field the table says judger uses does change what judger judges."""
 

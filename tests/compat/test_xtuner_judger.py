@@ -4,7 +4,7 @@ Only the imports are changed (marked ``# judger:``), plus one line that provides
 file from the bundled GSM8K test set when ``VERL_ROLLOUT_DATA_PATH`` is unset (see
 ``judger.testing.xtuner``); every test body is XTuner's, byte for byte. The
 deliberate differences are applied at the end of the file, each as a strict xfail with its reason,
-and listed in the README's XTuner table; judger's own behaviour there is tested beside them.
+and listed in the XTuner guide's table; judger's own behaviour there is tested beside them.
 Kept as XTuner wrote it: neither linted nor formatted.
 """
 # ruff: noqa
@@ -440,7 +440,7 @@ if __name__ == "__main__":
     unittest.main()
 
 
-# --- judger: deliberate differences from XTuner (README, "Differences from XTuner") -------------------
+# --- judger: deliberate differences from XTuner (docs/trainers/xtuner.md) -------------------
 
 TestComposedJudgerUnit.test_native_judger_batch_judge_not_supported = pytest.mark.xfail(
     strict=True,

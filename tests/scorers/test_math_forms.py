@@ -1,6 +1,6 @@
 """The default MATH grading, category by category, in both directions (equal accepted, unequal rejected).
 
-Policies (also in the README's grading section): order counts in a tuple, ordered pair or bracket
+Policies (also in docs/concepts/grading.md): order counts in a tuple, ordered pair or bracket
 list and not in a bare comma list or a set; a unit on one side only is dropped, units of two
 dimensions reject, units of one dimension are converted; a decimal label is paid for an irrational
 answer that rounds (or truncates) to it, a decimal answer for an exact label only where the prompt

@@ -1,4 +1,4 @@
-"""The README's OpenRLHF field table against OpenRLHF's own client code (OpenRLHF cannot install
+"""The OpenRLHF guide's field table against OpenRLHF's own client code (OpenRLHF cannot install
 here: it needs a GPU stack). ``openrlhf_client.py`` holds OpenRLHF's request and reply handling
 verbatim from its commit 3c3be62; this test reads from it what OpenRLHF sends and reads back, so a
 new copy of that code with another field fails here until the table (and judger) cover it."""

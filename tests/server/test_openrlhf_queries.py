@@ -163,7 +163,7 @@ def _serve_process(*args: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def test_judger_serve_strips_the_end_markers_openrlhf_leaves_by_default() -> None:
-    """Started as the README's OpenRLHF section shows (no --tokenizer, no --strip-text), the DAPO
+    """Started as the OpenRLHF guide shows (no --tokenizer, no --strip-text), the DAPO
     preset scored every right answer -1: the response ended with ``<|im_end|>``. The markers go
     from the end only, and the server says which: a policy that writes one in the middle of its
     text is judged on all of it, neither joining what the marker separates nor hiding what follows."""

@@ -124,7 +124,7 @@ async def test_the_url_form_keeps_the_sampled_token_ids(vllm: VLLMServer) -> Non
 async def test_data_path_with_a_local_hf_checkpoint_and_an_answer_that_is_only_eos(
     vllm: VLLMServer, tiny_model: Path
 ) -> None:
-    """The README's data path with hf_checkpoint = the served model folder: prompts read with its
+    """The eval guide's data path with hf_checkpoint = the served model folder: prompts read with its
     tokenizer, a batch produced and laid out for training. One sample per group is forced to end
     at once (its first token is EOS): the group is still trained on."""
     from judger.judgers.config import JudgerConfig

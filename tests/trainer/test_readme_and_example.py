@@ -1,4 +1,4 @@
-"""The README's data-path snippet runs as written (its placeholders set), and
+"""The eval guide's data-path snippet (docs/tasks/eval.md) runs as written (its placeholders set), and
 examples/agent_loop_to_train_data.py with and without a server, against fake policy servers; the
 serving tier runs both against a real instruct model on vLLM."""
 

@@ -41,7 +41,7 @@ _BATCH_INDEX = re.compile(r" \(batch index \d+\)")
 def failure_reason(state: RolloutState) -> str:
     """A failed sample's reason: the first line of its error message, cut to 200 characters."""
     lines = (state.error_msg or "").strip().splitlines()
-    return _BATCH_INDEX.sub("", lines[0])[:200] if lines else "no reason recorded"
+    return shorten(_BATCH_INDEX.sub("", lines[0]), 200) if lines else "no reason recorded"
 
 
 def top_reasons(states: Sequence[RolloutState], top: int = TOP_REASONS) -> list[dict[str, Any]]:
@@ -136,7 +136,10 @@ def shorten(text: Any, limit: int, *, keep: str = "head") -> str:
         return text
     if keep == "tail":
         return "…" + text[-limit:]
-    return text[:limit] + "…"
+    head = text[:limit]
+    # at a word's end where one is near: a reason cut mid-word reads as a different word
+    cut = head.rfind(" ", limit * 3 // 4)
+    return (head[:cut] if cut > 0 else head) + " …"
 
 
 def _short_value(value: Any, limit: int) -> Any:

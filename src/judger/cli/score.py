@@ -471,17 +471,37 @@ def _score_sharded(args: argparse.Namespace, shards: int, running: Any) -> int:
         return _finish(args, outputs, time.perf_counter() - start)
 
 
+def routing_hint(args: argparse.Namespace, summary: dict[str, Any]) -> str | None:
+    """What to do when the default routing failed samples for want of a ``data_source`` (verl's
+    validation dumps have none): said once, above the report, rather than in every reason."""
+    from judger.trainer.metrics import data_source_name  # the report's name for a missing one
+
+    unrouted = summary["data_sources"].get(data_source_name(None))
+    if args.config or args.preset or not unrouted or not unrouted["failed"]:
+        return None
+    return (
+        f"{unrouted['failed']} samples have no data_source, which the default routing (verl's dispatch "
+        "by data_source) needs, as in verl's validation dumps: name the judger with --preset NAME "
+        "(math, gsm8k, ...) or -c my_config.py"
+    )
+
+
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:
     shown = outputs.tally.examples
+    hint = routing_hint(args, summary)
     if args.format == "json":
         if shown:
             summary["examples"] = shown
+        if hint:
+            summary["hint"] = hint
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, default=str) + "\n")
         return
     from rich.console import Console
 
     # piped output is read by people too: do not squeeze the table into 80 columns
     out = Console() if sys.stdout.isatty() else Console(width=160)
+    if hint:
+        out.print(f"judger score: {hint}", highlight=False)
     if shown:
         render_examples(shown, out)
     render_summary(summary, out)

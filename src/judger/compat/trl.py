@@ -53,7 +53,7 @@ TRL_ARGUMENTS = (
     "log_extra",
     "environments",
 )
-"""What GRPOTrainer passes besides the dataset columns (see the README's TRL field table)."""
+"""What GRPOTrainer passes besides the dataset columns (docs/trainers/trl.md's table)."""
 _names_taken: dict[str, int] = {}
 
 

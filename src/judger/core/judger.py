@@ -25,9 +25,14 @@ from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, write_reward
 
 JudgerPayload = dict[str, Any]
+"""What ``preprocess`` makes of one state for ``judge_payload``: a small dict, the only part of a
+sample that travels to a worker process, a Ray actor or a server."""
 JudgerPayloadBatch = JudgerPayload | list[JudgerPayload]
+"""One payload, or the list ``batch_judge`` hands a batched ``judge_payload``."""
 JudgerOutput = dict[str, Any]
+"""What ``judge_payload`` returns for one payload: the reward dict, with a finite numeric ``score``."""
 JudgerOutputBatch = JudgerOutput | list[JudgerOutput]
+"""One output, or a list of them in the payloads' order."""
 OnError = Literal["fail", "raise"]
 PayloadResult = JudgerOutput | JudgeFailure
 """What running one payload gives: its validated output, or the failure that replaced it."""

@@ -114,38 +114,118 @@ class RolloutState(BaseModel):
         extra="forbid", arbitrary_types_allowed=True, use_enum_values=False, defer_build=True
     )
 
-    message: list[dict[str, Any]] = Field(default_factory=list)
-    prompt_ids: TokenIds = None
-    num_tokens: int | None = None
-    proxy_attn_flops: float | None = None
-    data_source: dict[str, Any] | str | None = None
-    mm_info: dict[str, Any] | None = None
-    reward_model: dict[str, Any] | None = None
-    group_id: int | str | None = None
-    session_id: int | str | None = None
-    rollout_id: int | str | None = None
-    task_name: str | None = None
-    tokens: TokenIds = None
-    tools: list[Any] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    sample_params: Any = None
-    response: str | None = None
-    tool_calls: list[Any] | None = None
-    response_ids: TokenIds = None
-    logprobs: Floats = None
-    routed_experts: Any = None  # XTuner: np.ndarray | ObjectRef | list[ObjectRef]
-    finish_reason: str | None = None
-    response_mask: TokenIds = None
-    response_model_steps: TokenIds = None
-    seq_staleness: int = 0
-    input_ids: TokenIds = None
-    labels: TokenIds = None
-    reward: dict[str, Any] | None = None
-    uid: int | str | None = None
-    status: Status = Status.INIT
-    error_msg: str | None = None
-    position_ids: Any = None  # XTuner: np.ndarray
-    extra_fields: dict[str, Any] = Field(default_factory=dict)
+    message: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the prompt as chat messages ({'role', 'content'} dicts)",
+    )
+    prompt_ids: TokenIds = Field(None, description="the prompt's token ids")
+    num_tokens: int | None = Field(None, description="XTuner's token count of the sample; carried, not read")
+    proxy_attn_flops: float | None = Field(
+        None,
+        description="XTuner's attention-cost estimate; carried, not read",
+    )
+    data_source: dict[str, Any] | str | None = Field(
+        None,
+        description=(
+            "which dataset the sample comes from (verl's data_source): routes it in a "
+            "ComposedJudgerConfig and verl's dispatch; a dict {branch: weight} selects several branches"
+        ),
+    )
+    mm_info: dict[str, Any] | None = Field(
+        None,
+        description="XTuner's multimodal inputs; carried, never in a payload",
+    )
+    reward_model: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "the label: ground_truth holds what the judger compares with (verl's reward_model column)"
+        ),
+    )
+    group_id: int | str | None = Field(
+        None,
+        description="the group (one prompt's samples) the sample belongs to",
+    )
+    session_id: int | str | None = Field(None, description="the agent session, for multi-turn rollouts")
+    rollout_id: int | str | None = Field(
+        None,
+        description="the sample's id (XTuner's uid is kept equal to it)",
+    )
+    task_name: str | None = Field(
+        None,
+        description="the task the sample was drawn for (TaskSpecConfig.task_name)",
+    )
+    tokens: TokenIds = Field(
+        None,
+        description="prompt and response token ids together, where the engine gives them so",
+    )
+    tools: list[Any] | None = Field(None, description="tool schemas offered to the model")
+    tool_choice: str | dict[str, Any] | None = Field(
+        None,
+        description="the tool-choice setting of the request",
+    )
+    sample_params: Any = Field(
+        None,
+        description=(
+            "the sampling parameters the sample was generated with (a SampleParams, a dict, or XTuner's "
+            "object)"
+        ),
+    )
+    response: str | None = Field(None, description="the model's text: what a judger judges")
+    tool_calls: list[Any] | None = Field(None, description="tool calls the model made")
+    response_ids: TokenIds = Field(
+        None,
+        description="the response's token ids (DAPO's overlong penalty counts them)",
+    )
+    logprobs: Floats = Field(None, description="the log-probability of each response token")
+    routed_experts: Any = Field(  # XTuner: np.ndarray | ObjectRef | list[ObjectRef]
+        None,
+        description="XTuner's MoE routing record (an array or Ray ObjectRefs); carried, never in a payload",
+    )
+    finish_reason: str | None = Field(
+        None,
+        description="the engine's finish reason ('stop', 'length', 'abort', ...)",
+    )
+    response_mask: TokenIds = Field(
+        None,
+        description="1 for each response token that is trained on, 0 for the others",
+    )
+    response_model_steps: TokenIds = Field(
+        None,
+        description="XTuner's per-token model step; carried, not read",
+    )
+    seq_staleness: int = Field(
+        0,
+        description="how many policy updates older than the current one the sample's policy is",
+    )
+    input_ids: TokenIds = Field(None, description="the training sequence's token ids (prepare_train_data)")
+    labels: TokenIds = Field(None, description="the training sequence's labels (prepare_train_data)")
+    reward: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "written by the judger: a dict holding a finite numeric score (and whatever else the judger "
+            "returns); None until judged, and for a FAILED sample"
+        ),
+    )
+    uid: int | str | None = Field(
+        None,
+        description="XTuner's deprecated alias of rollout_id: whichever is set fills the other",
+    )
+    status: Status = Field(
+        Status.INIT,
+        description="the sample's lifecycle; FAILED when judging failed (error_msg says why)",
+    )
+    error_msg: str | None = Field(None, description="why the sample FAILED: '<ExceptionType>: <reason>'")
+    position_ids: Any = Field(  # XTuner: np.ndarray
+        None,
+        description="XTuner's position ids (an array); carried, never in a payload",
+    )
+    extra_fields: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "per-sample data without a field of its own: a verl row's extra_info lives at "
+            "extra_fields['extra_info']; judge_failure records a failure's judger and kind"
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

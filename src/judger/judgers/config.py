@@ -63,14 +63,45 @@ class JudgerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
 
-    judger_name: str
-    reward_handler: Callable[..., Any] | str | None = None
-    request_timeout: float = Field(30.0, gt=0)
-    extra_info: dict[str, Any] = Field(default_factory=dict)
-    cpu_resources: CPUResourcesConfig | None = None
-    on_error: Literal["fail", "raise"] = "fail"
+    judger_name: str = Field(
+        description="the judger's name: it names the judger in failures (judge_failure), logs and reports"
+    )
+    reward_handler: Callable[..., Any] | str | None = Field(
+        None,
+        description=(
+            "the scoring function: a sync or async function (response, label, extra_info) -> dict, a "
+            "'package.module:function' import string, or an http(s):// URL answering POST {response, "
+            "label, extra_info}"
+        ),
+    )
+    request_timeout: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "seconds one HTTP request to a URL reward_handler may take (its retries each get this again)"
+        ),
+    )
+    extra_info: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "the handler's extra_info: a copy, overlaid with each sample's extra_fields['extra_info']"
+        ),
+    )
+    cpu_resources: CPUResourcesConfig | None = Field(
+        None,
+        description="judge on Ray actors (RemoteJudger, or a JudgerPool of several); None: in this process",
+    )
+    on_error: Literal["fail", "raise"] = Field(
+        "fail",
+        description=(
+            "'fail': a sample whose judging fails or times out is FAILED with its reason and the batch "
+            "goes on; 'raise': the exception propagates (XTuner's behaviour)"
+        ),
+    )
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of one judge call, in seconds")
-    max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
+    max_concurrency: int = Field(
+        DEFAULT_MAX_CONCURRENCY, ge=1, description="samples judged at once in batch_judge"
+    )
     batched: bool | None = Field(None, description="the handler takes lists; None: decide from the function")
     execution: Literal["auto", "thread", "process"] = Field(
         "auto",
@@ -147,17 +178,38 @@ class ComposedJudgerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    branches: dict[str, Any]
-    merge_fn: Callable[..., Any] | str | None = None
+    branches: dict[str, Any] = Field(
+        description=(
+            "name -> JudgerConfig, ComposedJudgerConfig or built Judger; a sample's data_source picks the"
+            " branch (a str) or branches with weights (a dict)"
+        )
+    )
+    merge_fn: Callable[..., Any] | str | None = Field(
+        None,
+        description=(
+            "combines the outputs of several selected branches: a function, its import string, or "
+            "judger.weighted_sum; None: a sample may select one branch only"
+        ),
+    )
     merge_batch: bool | None = Field(
         None,
         description="merge_fn takes the seed's list form (list of states, {branch: list of outputs}); "
         "None: decide from the function (judger.batch_handler, or a list annotation)",
     )
-    judger_name: str = "composed_judger"
-    on_error: Literal["fail", "raise"] = "fail"
+    judger_name: str = Field(
+        "composed_judger", description="the judger's name (in failures, logs and reports)"
+    )
+    on_error: Literal["fail", "raise"] = Field(
+        "fail",
+        description=(
+            "'fail': a sample whose judging fails is FAILED with its reason; 'raise': the exception "
+            "propagates. Routing errors always raise"
+        ),
+    )
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="deadline of an async merge_fn")
-    max_concurrency: int = Field(DEFAULT_MAX_CONCURRENCY, ge=1)
+    max_concurrency: int = Field(
+        DEFAULT_MAX_CONCURRENCY, ge=1, description="samples judged at once in batch_judge"
+    )
     lowest_score: float | None = Field(
         None,
         allow_inf_nan=False,

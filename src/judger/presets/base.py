@@ -245,7 +245,13 @@ class ScorerJudgerConfig(JudgerConfig):
         None, description="'verl' reproduces verl's scorer exactly; None (default) uses judger's fixed scorer"
     )
     # presets run inline or on worker processes, never on threads: the field narrows JudgerConfig's
-    execution: Execution = "inline"  # type: ignore[assignment]
+    execution: Execution = Field(
+        "inline",
+        description=(
+            "'inline': scored on the event loop; 'process': in killable worker processes (a sample that "
+            "overruns its deadline has its worker killed); presets never score on threads"
+        ),
+    )  # type: ignore[assignment]
     extra_info_fields: ClassVar[tuple[str, ...] | None] = None
     """The ``extra_info`` keys this preset's scorer reads (``()``: none; None: all): the dedup key."""
 

@@ -90,8 +90,13 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     failure. ``compat="verl"`` follows verl's ``prime_code`` scoring rules.
     """
 
-    judger_name: str = "code"
-    continuous: bool = True
+    judger_name: str = Field("code", description="the judger's name (in failures, logs and reports)")
+    continuous: bool = Field(
+        True,
+        description=(
+            "True: the fraction of tests passed; False: 1 only when all pass, stopping at the first failure"
+        ),
+    )
     max_tests: int | None = Field(None, ge=1, description="score only the first max_tests tests")
     wall_s: float = Field(10.0, gt=0, description="wall-clock seconds per test")
     cpu_s: float = Field(10.0, gt=0, description="CPU seconds per test (RLIMIT_CPU)")
@@ -117,11 +122,21 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     isolation: Literal["bwrap", "none-unsafe"] = Field(
         "bwrap", description="'none-unsafe' runs untrusted code without kernel isolation"
     )
-    backend: Literal["local", "sandbox_fusion"] = "local"
+    backend: Literal["local", "sandbox_fusion"] = Field(
+        "local",
+        description=(
+            "'local': bubblewrap sandboxes on this machine; 'sandbox_fusion': each test on the "
+            "SandboxFusion server at sandbox_fusion_url"
+        ),
+    )
     sandbox_fusion_url: str | None = Field(
         None, description="SandboxFusion base URL (backend='sandbox_fusion')"
     )
-    max_parallel: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    max_parallel: int = Field(
+        default_factory=lambda: max(1, os.cpu_count() or 1),
+        ge=1,
+        description="sandboxes running at once per event loop; default: this machine's CPU count",
+    )
     timeout: float = Field(
         300.0,
         gt=0,

@@ -147,7 +147,7 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "math_dapo"
+    judger_name: str = Field("math_dapo", description="the judger's name; verl's data_source for DAPO math")
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     eos_token: str | list[str] | None = Field(
         None, description="stripped once from the end of the response (a list: the first that matches)"
@@ -167,7 +167,13 @@ class DapoMathJudgerConfig(ScorerJudgerConfig):
     boxed_fallback: bool = Field(
         True, description="no 'Answer:' line: grade the last \\boxed{} (verl 0.9); False: older verl / XTuner"
     )
-    enable_overlong_buffer: bool = False
+    enable_overlong_buffer: bool = Field(
+        False,
+        description=(
+            "subtract DAPO's overlong penalty from responses longer than max_response_len - "
+            "overlong_buffer_len (counted in response_ids, or with tokenizer)"
+        ),
+    )
     max_response_len: int | None = Field(None, gt=0, description="required with enable_overlong_buffer")
     overlong_buffer_len: int | None = Field(None, gt=0, description="required with enable_overlong_buffer")
     overlong_penalty_factor: float | None = Field(

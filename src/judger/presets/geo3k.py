@@ -46,7 +46,9 @@ class GEO3KJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "hiyouga/geometry3k"
+    judger_name: str = Field(
+        "hiyouga/geometry3k", description="the judger's name; verl's data_source for Geometry3K"
+    )
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     format_score: float = Field(0.1, ge=0, le=1, description="weight of the format reward")
     use_boxed: bool = Field(True, description="grade the last \\boxed{} content (False: the whole response)")

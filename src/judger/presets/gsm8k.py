@@ -25,11 +25,15 @@ class GSM8KJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "openai/gsm8k"
-    method: Literal["strict", "flexible"] = "strict"
+    judger_name: str = Field("openai/gsm8k", description="the judger's name; verl's data_source for GSM8K")
+    method: Literal["strict", "flexible"] = Field(
+        "strict", description="'strict': the number after '####'; 'flexible': the last number of the response"
+    )
     format_score: float = Field(0.0, description="score of a well-formed but wrong answer")
     score: float = Field(1.0, description="score of a correct answer")
-    execution: Execution = "inline"
+    execution: Execution = Field(
+        "inline", description="'inline' (default: a regex check, cheaper than a process hop) or 'process'"
+    )
 
     def preset_floor(self) -> float:
         # no answer found scores 0

@@ -138,12 +138,14 @@ class MathJudgerConfig(ScorerJudgerConfig):
     process pool, where a hostile answer (``9^{9^{9^9}}``) is killed at ``timeout`` seconds and
     reported as a timeout failure instead of hanging the trainer. It also reads the forms
     Math-Verify misses (units, decimal approximations, clock times, option letters, matrices,
-    power towers by value; README "MATH answer grading") and the prompt's request for an order.
+    power towers by value; docs/concepts/grading.md) and the prompt's request for an order.
     """
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "DigitalLearningGmbH/MATH-lighteval"
+    judger_name: str = Field(
+        "DigitalLearningGmbH/MATH-lighteval", description="the judger's name; verl's data_source for MATH"
+    )
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     unboxed: bool = Field(
         True,

@@ -74,7 +74,7 @@ class MathVerifyJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "math_verify"
+    judger_name: str = Field("math_verify", description="the judger's name (in failures, logs and reports)")
     timeout: float = Field(DEFAULT_MATH_TIMEOUT, gt=0, description="deadline of one sample, in seconds")
     timeout_score: float = Field(0.0, description="compat='verl': score of a Math-Verify timeout")
 

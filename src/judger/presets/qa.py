@@ -20,10 +20,15 @@ class QAExactMatchJudgerConfig(ScorerJudgerConfig):
 
     # the scorer reads no extra_info: verl rows differing only there are scored once
     extra_info_fields: ClassVar[tuple[str, ...] | None] = ()
-    judger_name: str = "qa_exact_match"
+    judger_name: str = Field(
+        "qa_exact_match", description="the judger's name (in failures, logs and reports)"
+    )
     format_score: float = Field(0.0, description="score of a wrong answer inside <answer> tags")
     score: float = Field(1.0, description="score of a correct answer (divided by 4 past 10 answer tags)")
-    execution: Execution = "inline"
+    execution: Execution = Field(
+        "inline",
+        description="'inline' (default: an exact-match check, cheaper than a process hop) or 'process'",
+    )
 
     def preset_floor(self) -> float:
         # no <answer> tag scores 0

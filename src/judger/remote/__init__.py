@@ -7,6 +7,19 @@ from __future__ import annotations
 
 from judger.core.lazy import lazy_exports
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the lazy names below, for type checkers, IDEs and the API reference
+    from judger.remote.actor import JudgerActor
+    from judger.remote.pool import JudgerPool
+    from judger.remote.remote_judger import RemoteJudger
+    from judger.remote.resources import (
+        CPUResourceManager,
+        clear_cpu_resource_manager,
+        get_cpu_resource_manager,
+        register_cpu_resources,
+        set_cpu_resource_manager,
+    )
+
 _NAMES: dict[str, str] = {
     "RemoteJudger": "judger.remote.remote_judger",
     "JudgerPool": "judger.remote.pool",
@@ -19,6 +32,16 @@ _NAMES: dict[str, str] = {
     "register_cpu_resources": "judger.remote.resources",
 }
 
-__all__ = sorted(_NAMES)
+# a literal list, so that linters and the API reference read it without running this file
+__all__ = [
+    "CPUResourceManager",
+    "JudgerActor",
+    "JudgerPool",
+    "RemoteJudger",
+    "clear_cpu_resource_manager",
+    "get_cpu_resource_manager",
+    "register_cpu_resources",
+    "set_cpu_resource_manager",
+]
 
 __getattr__ = lazy_exports(__name__, _NAMES)

@@ -67,7 +67,9 @@ class SingleTurnAgentLoopConfig(BaseModel):
         None, description="endpoint model name; None: hf_checkpoint, else the first of GET /v1/models"
     )
     request_timeout: float = Field(300.0, gt=0, description="seconds for one endpoint request")
-    max_retries: int = Field(3, ge=0)
+    max_retries: int = Field(
+        3, ge=0, description="retries of one endpoint request (connection errors, 429, 5xx), with backoff"
+    )
     logprobs: bool = Field(True, description="ask the endpoint for token ids and logprobs")
 
     @field_validator("sample_params", mode="before")

@@ -38,9 +38,18 @@ logger = logging.getLogger(__name__)
 class AgentLoopManagerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    tasks: list[TaskSpecConfig] = Field(min_length=1)
-    rollout_config: RolloutControllerConfig
-    replay_buffer_config: ReplayBufferConfig = Field(default_factory=ReplayBufferConfig)
+    tasks: list[TaskSpecConfig] = Field(
+        min_length=1, description="the tasks batches are drawn from, each by its weight"
+    )
+    rollout_config: RolloutControllerConfig = Field(
+        description="the policy servers and how requests go to them"
+    )
+    replay_buffer_config: ReplayBufferConfig = Field(
+        default_factory=ReplayBufferConfig,
+        description=(
+            "where judged groups wait until a batch is taken (and an optional sink that keeps every group)"
+        ),
+    )
     max_concurrent_groups: int = Field(64, ge=1, description="groups generated and judged at once")
     max_attempts_factor: int = Field(
         4, ge=1, description="produce_batch gives up after batch_size x this many groups without a batch"

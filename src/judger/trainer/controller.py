@@ -85,8 +85,14 @@ class RolloutControllerConfig(BaseModel):
         None, gt=0, description="seconds a request may take with its retries; None: 4 x request_timeout"
     )
     max_retries: int = Field(5, ge=0, description="retries of one request (connection errors, 429, 5xx)")
-    backoff_base: float = Field(0.2, ge=0)
-    backoff_cap: float = Field(5.0, ge=0)
+    backoff_base: float = Field(
+        0.2,
+        ge=0,
+        description=(
+            "seconds: a retry waits up to backoff_base x 2^attempt (full jitter), or the server's Retry-After"
+        ),
+    )
+    backoff_cap: float = Field(5.0, ge=0, description="seconds: the longest wait between retries")
     max_consecutive_failures: int = Field(3, ge=1, description="failures in a row that take a server out")
     probe_interval: float = Field(2.0, gt=0, description="seconds between probes of a server taken out")
     logprobs: bool = Field(True, description="ask for logprobs (and token ids written as 'token_id:N')")

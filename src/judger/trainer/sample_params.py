@@ -20,19 +20,43 @@ class SampleParams(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     n: int | None = Field(None, ge=1, description="samples per request; None: the whole group in one")
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = None
-    min_p: float | None = Field(None, ge=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    min_tokens: int | None = Field(None, ge=0)
-    stop: list[str] | None = Field(None, alias="stops")
-    stop_token_ids: list[int] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: float | None = Field(None, gt=0)
-    skip_special_tokens: bool | None = None
+    temperature: float | None = Field(None, ge=0, description="sampling temperature; 0 is greedy")
+    top_p: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="nucleus sampling: the smallest set of tokens whose probabilities reach top_p",
+    )
+    top_k: int | None = Field(None, description="sample among the k most likely tokens (-1 or None: all)")
+    min_p: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="leave out tokens less likely than min_p times the most likely one",
+    )
+    max_tokens: int | None = Field(None, ge=1, description="the most tokens a sample may generate")
+    min_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="the fewest tokens a sample generates before it may stop",
+    )
+    stop: list[str] | None = Field(
+        None,
+        alias="stops",
+        description="strings that end generation (XTuner's stops is accepted too)",
+    )
+    stop_token_ids: list[int] | None = Field(None, description="token ids that end generation")
+    seed: int | None = Field(
+        None,
+        description=(
+            "the sampling seed (a group sent as several requests gives each request seed + its first "
+            "sample's index)"
+        ),
+    )
+    presence_penalty: float | None = Field(None, description="OpenAI's presence penalty")
+    frequency_penalty: float | None = Field(None, description="OpenAI's frequency penalty")
+    repetition_penalty: float | None = Field(None, gt=0, description="vLLM's repetition penalty (1: none)")
+    skip_special_tokens: bool | None = Field(None, description="drop special tokens from the returned text")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="engine-specific fields, sent as is")
 
     @model_validator(mode="before")

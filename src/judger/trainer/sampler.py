@@ -57,13 +57,21 @@ class SamplerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_files: list[Path] = Field(min_length=1, description="JSONL or Parquet files, read in order")
-    row_format: RowFormat = "auto"
+    row_format: RowFormat = Field(
+        "auto",
+        description=(
+            "'verl', 'gsm8k', 'fields' (prompt_field / answer_field) or 'auto': verl's for a row with "
+            "prompt or reward_model, GSM8K's for one with question and answer"
+        ),
+    )
     n: int = Field(1, ge=1, description="samples per prompt: the size of each group")
-    shuffle: bool = True
-    seed: int = 42
+    shuffle: bool = Field(True, description="shuffle each epoch's order (with seed + epoch)")
+    seed: int = Field(42, description="seed of the shuffling")
     epochs: int | None = Field(1, ge=1, description="passes over the prompts; None: endless")
     max_prompt_tokens: int | None = Field(None, ge=1, description="needs a tokenizer")
-    max_prompt_chars: int | None = Field(None, ge=1)
+    max_prompt_chars: int | None = Field(
+        None, ge=1, description="leave out prompts longer than this many characters"
+    )
     limit: int | None = Field(None, ge=1, description="use only the first N prompts (after filtering)")
     prompt_field: str = Field("question", description="row_format='fields': the prompt text column")
     answer_field: str = Field("answer", description="row_format='fields': the ground-truth column")

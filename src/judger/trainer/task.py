@@ -18,10 +18,18 @@ class TaskSpecConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    task_name: str = Field(min_length=1)
-    agent_loop_config: SingleTurnAgentLoopConfig
-    judger_config: JudgerConfig | ComposedJudgerConfig
-    sampler_config: SamplerConfig
+    task_name: str = Field(
+        min_length=1, description="the task's name, on its samples (RolloutState.task_name)"
+    )
+    agent_loop_config: SingleTurnAgentLoopConfig = Field(
+        description="how a group is generated: the policy's sampling parameters and model"
+    )
+    judger_config: JudgerConfig | ComposedJudgerConfig = Field(
+        description="the judger that scores this task's samples"
+    )
+    sampler_config: SamplerConfig = Field(
+        description="where this task's prompts come from, and n samples per prompt"
+    )
     weight: float = Field(1.0, gt=0, description="how often this task is drawn, relative to the others")
 
     @model_validator(mode="after")

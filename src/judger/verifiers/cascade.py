@@ -134,13 +134,22 @@ class CascadeJudgerConfig(JudgerConfig):
     may run on Ray actors) or built Judgers. See :class:`CascadeJudger` for what decides.
     """
 
-    judger_name: str = "cascade_judger"
-    rule: Any
-    verifier: Any
+    judger_name: str = Field(
+        "cascade_judger", description="the judger's name (in failures, logs and reports)"
+    )
+    rule: Any = Field(
+        description="the rule judger asked first (a config or a built Judger); its correct answers are final"
+    )
+    verifier: Any = Field(description="the LLM verifier asked where the rule judger says no")
     rule_correct_score: float = Field(
         1.0, description="rule score counted as correct when it reports no 'acc'"
     )
-    on_rule_failure: RuleFailurePolicy = "verifier"
+    on_rule_failure: RuleFailurePolicy = Field(
+        "verifier",
+        description=(
+            "a sample the rule judger fails on: 'verifier' asks the verifier; 'fail' fails the sample"
+        ),
+    )
     cascade_timeout: float | None = Field(None, gt=0, description="deadline of both stages; None: their sum")
 
     @field_validator("rule", "verifier")

@@ -56,11 +56,29 @@ class CompassVerifierV2Config(LLMVerifierFields):
     ``max_tokens`` defaults to 1 (the verdict letter); raise it for a chain-of-thought grader.
     """
 
-    judger_name: str = "compass_verifier_v2"
-    invalid_score: float = -1.0
-    thinking_finish_words: list[str] = Field(default_factory=lambda: list(DEFAULT_FINISH_WORDS))
-    max_response_lines: int | None = Field(10, ge=1)
-    max_response_chars: int | None = Field(1000, ge=1)
+    judger_name: str = Field(
+        "compass_verifier_v2", description="the judger's name (in failures, logs and reports)"
+    )
+    invalid_score: float = Field(
+        -1.0,
+        description=(
+            "score of verdict C (invalid: truncated, repetitive, refusing or off-topic); -1.0 as XTuner, "
+            "0.0 to set it apart from wrong answers"
+        ),
+    )
+    thinking_finish_words: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FINISH_WORDS),
+        description=(
+            "the response is cut to the text after the last of each of these (in order) before the grader"
+            " sees it"
+        ),
+    )
+    max_response_lines: int | None = Field(
+        10, ge=1, description="then to its last this many lines (None: all)"
+    )
+    max_response_chars: int | None = Field(
+        1000, ge=1, description="then to its last this many characters (None: all)"
+    )
     max_tokens: int | None = Field(1, ge=1, description="tokens the grader may generate")
 
     def build_local(self) -> CompassVerifierV2Judger:

@@ -228,7 +228,7 @@ class LLMVerifierFields(JudgerConfig):
         3, ge=0, description="extra attempts after the first, each on another host if any"
     )
     retry_backoff: float = Field(0.2, ge=0, description="base of the exponential backoff between attempts, s")
-    temperature: float = 0.0
+    temperature: float = Field(0.0, description="sampling temperature of the grader's requests")
     max_tokens: int | None = Field(None, ge=1, description="tokens the grader may generate")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="extra fields of each chat request")
     skip_score: float = Field(-1.0, description="score of samples not COMPLETED or without a response")
@@ -300,19 +300,50 @@ class LLMJudgerConfig(LLMVerifierFields):
     reward.
     """
 
-    judger_name: str = "llm_judger"
-    prompt_template: str = GRADER_PROMPT
-    system_prompt: str | None = None
-    verdict_pattern: str | None = None
-    verdict_parser: Callable[[str], str | None] | str | None = None
-    verdict_scores: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_VERDICT_SCORES))
-    verdict_names: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_VERDICT_NAMES))
-    correct_verdicts: list[str] = Field(default_factory=lambda: ["A"])
+    judger_name: str = Field("llm_judger", description="the judger's name (in failures, logs and reports)")
+    prompt_template: str = Field(
+        GRADER_PROMPT,
+        description=(
+            "the grader's user prompt: {question}, {gold_answer} (or {label}) and {response} are filled "
+            "in; default: CompassVerifier's"
+        ),
+    )
+    system_prompt: str | None = Field(None, description="a system message sent before the prompt; None: none")
+    verdict_pattern: str | None = Field(
+        None,
+        description=(
+            "a regex whose first group (or whole match) is the verdict key; its matches outside <think> "
+            "must all agree"
+        ),
+    )
+    verdict_parser: Callable[[str], str | None] | str | None = Field(
+        None,
+        description=(
+            "reply -> verdict key or None, or its import string; with neither pattern nor parser, "
+            "CompassVerifier's A/B/C rules"
+        ),
+    )
+    verdict_scores: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_VERDICT_SCORES), description="score of each verdict key"
+    )
+    verdict_names: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_VERDICT_NAMES),
+        description="the verdict recorded in the reward for each key",
+    )
+    correct_verdicts: list[str] = Field(
+        default_factory=lambda: ["A"], description="the verdict keys that count as correct (acc)"
+    )
     finish_words: list[str] = Field(
         default_factory=list, description="keep only the text after the last of each"
     )
-    max_response_lines: int | None = Field(None, ge=1)
-    max_response_chars: int | None = Field(None, ge=1)
+    max_response_lines: int | None = Field(
+        None,
+        ge=1,
+        description="the response is cut to its last this many lines before the grader sees it (None: all)",
+    )
+    max_response_chars: int | None = Field(
+        None, ge=1, description="then to its last this many characters (None: all)"
+    )
 
     @field_validator("prompt_template")
     @classmethod

@@ -76,7 +76,7 @@ class VerlDefaultJudgerConfig(JudgerConfig):
     ``timeout`` is unused by the router itself: each route's judger keeps its own deadline.
     """
 
-    judger_name: str = "verl_default"
+    judger_name: str = Field("verl_default", description="the judger's name (in failures, logs and reports)")
     compat: Compat = Field(
         None, description="'verl' reproduces verl's scores; None fixes its false negatives"
     )

@@ -14,6 +14,7 @@ last boxed answer, used in both modes (``fixed_compat``).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,10 +147,20 @@ def find_route(data_source: Any) -> Route:
         for prefix, route in _PREFIXES:
             if data_source.startswith(prefix):
                 return route
+    raise NotImplementedError(unknown_source(data_source))
+
+
+def unknown_source(data_source: Any) -> str:
+    """Why ``data_source`` has no route. Its first line, all a report shows of a reason, is whole
+    and short (with the closest known names); the names verl knows follow on a line of their own."""
+    close = []
+    if isinstance(data_source, str):
+        close = difflib.get_close_matches(data_source, [*VERL_DATA_SOURCES, *(p for p, _ in _PREFIXES)], n=3)
+    guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     known = ", ".join(repr(name) for name in VERL_DATA_SOURCES)
     prefixes = ", ".join(repr(p) for p, _ in _PREFIXES)
-    raise NotImplementedError(
-        f"Reward function is not implemented for data_source={data_source!r}; "
+    return (
+        f"Reward function is not implemented for data_source={data_source!r}{guess}\n"
         f"known data sources: {known}, and any name starting with {prefixes}"
     )
 

@@ -168,7 +168,7 @@ class SandboxCgroup:
         elif len(self.folders) > 1:
             memory = self.folders[1]
             self._write(memory, "memory.limit_in_bytes", str(memory_bytes))
-            # absent where the kernel does not account swap / TCP per cgroup (then said in the README)
+            # absent where the kernel does not account swap / TCP per cgroup (docs/tasks/untrusted-code.md)
             with contextlib.suppress(FileNotFoundError):
                 self._write(memory, "memory.memsw.limit_in_bytes", str(memory_bytes))
             with contextlib.suppress(FileNotFoundError):

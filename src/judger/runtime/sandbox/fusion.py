@@ -10,7 +10,7 @@ One ``run_code`` request per test, the program written so its verdict can be che
   program that ends the process with status 0 before its tests ran (``sys.exit(0)``,
   ``os._exit(0)``, an exception hook that exits) does not pass. The program and the tests share one
   interpreter on the server, as in SandboxFusion's own evaluation, so this verdict is only as
-  strong as that (see the README).
+  strong as that (see docs/tasks/untrusted-code.md).
 
 Every response is read with a size cap. A server error, an unreachable server or a malformed reply
 is a judge failure (raised), never a wrong answer.
