@@ -47,6 +47,7 @@ _VERL_FLEXIBLE = re.compile("(\\-?[0-9\\.\\,]+)")
 # ours: any spacing after ####, an optional currency sign, and the number must contain a digit
 _STRICT = re.compile(r"####[ \t]*\$?[ \t]*(-?[ \t]*\$?[0-9.,]*[0-9][0-9.,]*)")
 _FLEXIBLE = re.compile(r"-?\$?[0-9.,]*[0-9][0-9.,]*")
+_DIGIT = re.compile(r"\d")
 
 
 def _window(text: str) -> int:
@@ -138,11 +139,11 @@ def hedged(text: str, end: int) -> str | None:
     """The answer line from ``end`` back to its ``####`` when the rest of that line holds another
     number (``#### 72 or 73``): two guesses are no answer. None for a line with one number."""
     line_end = text.find("\n", end)
-    rest = text[end:] if line_end < 0 else text[end:line_end]
-    if not any(ch.isdigit() for ch in rest):
+    if line_end < 0:
+        line_end = len(text)
+    if _DIGIT.search(text, end, line_end) is None:  # no slice, no Python loop: this runs per sample
         return None
-    start = text.rfind("####", 0, end) + 4
-    return (text[start:end] + rest).strip()
+    return text[text.rfind("####", 0, end) + 4 : line_end].strip()
 
 
 def _extract(solution_str: str, method: Method) -> tuple[str | None, int]:
@@ -317,7 +318,9 @@ def _strict_batch(right: float, wrong: float, one: Scorer) -> BatchScorer:
                 # what the regex allows, and nothing after them can start another match)
                 answer = text[at + 4 :].lstrip(" ")
                 if answer.isdigit() and answer.isascii():
-                    if opens_reasoning(text):  # the answer may be reasoning: the scorer reads it
+                    # the answer may be reasoning (committed.opens_reasoning, its first test inlined:
+                    # a response that starts with a letter, as most do, cannot open with <think>)
+                    if (text[0] == "<" or text[0] <= " ") and opens_reasoning(text):
                         append(one(text, label))
                         continue
                     if answer[0] == "0":
@@ -327,10 +330,15 @@ def _strict_batch(right: float, wrong: float, one: Scorer) -> BatchScorer:
                     if found is None:
                         append({"score": 0.0, "acc": False, "pred": None})
                         continue
-                    if may_hold_reasoning(text, found.start()):
+                    if "</think>" in text[found.start() :] or (
+                        (text[0] == "<" or text[0] <= " ") and opens_reasoning(text)
+                    ):  # committed.may_hold_reasoning, inlined as above: the scorer reads it
                         append(one(text, label))
                         continue
-                    answer = hedged(text, found.end()) or _normalise(found[1])
+                    end = found.end()
+                    # a hedge needs more of the line after the number: most answers end there
+                    tail = end < len(text) and text[end] != "\n"
+                    answer = (tail and hedged(text, end)) or _normalise(found[1])
                 if answer == gold:
                     append({"score": right, "acc": True, "pred": answer})
                 else:
