@@ -302,11 +302,11 @@ _SLOW_COMMAND = """
 import asyncio, sys, time
 from judger.cli import score, shards
 shards.BLOCK_BYTES = 4 << 10
-scored = shards._score_block
-async def slowly(first_number, data):
+scored = shards.score_block
+async def slowly(judger, options, first_number, data):
     await asyncio.sleep(0.3)  # a block of a big file takes this long
-    return await scored(first_number, data)
-shards._score_block = slowly
+    return await scored(judger, options, first_number, data)
+shards.score_block = slowly
 score.CHUNK_ROWS = 16  # in one process: a chunk of a big file takes this long
 added = score._Outputs.add
 def add_slowly(self, chunk):

@@ -30,11 +30,15 @@ class JudgerActor:
     """
 
     def __init__(self, judger_config: JudgerConfig) -> None:
-        self.judger = judger_config.build_local()
+        self.judger = self._build(judger_config)
         self._calls = 0
         self._payloads = 0
         # every top-level payload key this actor has received: shows what crosses the wire
         self._keys_seen: set[str] = set()
+
+    def _build(self, judger_config: JudgerConfig) -> Any:
+        """The judger this actor hosts (a subclass may build it otherwise)."""
+        return judger_config.build_local()
 
     def _count(self, payloads: Sequence[JudgerPayload]) -> None:
         self._calls += 1
