@@ -23,6 +23,7 @@ import asyncio
 import math
 import os
 import secrets
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,6 +163,24 @@ class RayBlocks:
             ray.shutdown()
 
 
+def ship_by_value(config: str | None) -> None:
+    """What a config file defines (its handlers, its config classes) travels to the actors by value:
+    the nodes need not have the file, nor its folder on their path. Modules it imports from beside
+    it still travel by reference (install them on the nodes)."""
+    if not config:
+        return
+    import ray
+
+    spec = config.rpartition(":")[0] if ":" in config and not config.endswith(".py") else config
+    if not os.path.isfile(spec):
+        return  # an import string: the module is importable, on the nodes too
+    path = os.path.realpath(spec)
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)
+        if source and os.path.realpath(source) == path:
+            ray.cloudpickle.register_pickle_by_value(module)
+
+
 def connect(address: str) -> bool:
     """Join the Ray at ``address`` (``auto``: the running cluster; ``local``: start one with this
     machine's CPUs); True when this call connected (and so should disconnect), False when Ray was
@@ -206,9 +225,12 @@ def block_timeout(cfg: Any) -> Callable[[int], float]:
     return lambda n: CALL_GRACE_S + timeout * (1 + math.ceil(n / parallel))
 
 
-def start(cfg: Any, options: BlockOptions, address: str, *, workers: int | None = None) -> RayBlocks:
+def start(
+    cfg: Any, options: BlockOptions, address: str, *, workers: int | None = None, config: str | None = None
+) -> RayBlocks:
     """Connect to Ray and start the run's actors, one per free CPU (at most ``workers``), each
-    with its judger built; raises RuntimeError naming what could not start."""
+    with its judger built; raises RuntimeError naming what could not start. ``config``: the ``-c``
+    the config came from (see :func:`ship_by_value`)."""
     import ray
 
     from judger.remote.cluster import kill_actor, spawn_actor
@@ -216,6 +238,7 @@ def start(cfg: Any, options: BlockOptions, address: str, *, workers: int | None 
     from judger.remote.remote_judger import RemoteJudger
 
     started = connect(address)
+    ship_by_value(config)
     handles: list[Any] = []
     try:
         n = _actor_count(workers)

@@ -510,7 +510,9 @@ def _run_on_ray(args: argparse.Namespace) -> int:
         _say(f"judger score: {refusal}")
         return EXIT_UNUSABLE
     try:
-        running = ray_score.start(cfg, BlockOptions.of(args), args.ray, workers=args.workers)
+        running = ray_score.start(
+            cfg, BlockOptions.of(args), args.ray, workers=args.workers, config=args.config
+        )
     except KeyboardInterrupt:
         _say("judger score: interrupted")
         return 130
