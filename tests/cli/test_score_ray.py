@@ -239,3 +239,42 @@ def test_score_file_is_the_command_from_python(tmp_path: Path, cluster: Any) -> 
     result["report"].pop("elapsed_s"), result["report"].pop("samples_per_s")
     assert (result["code"], result["report"]) == one[:2]
     assert (tmp_path / "ray.jsonl").read_bytes() == one[3]
+
+
+def test_the_progress_bar_counts_rows_and_nodes(tmp_path: Path, cluster: Any) -> None:
+    import pty
+
+    src = tmp_path / "rows.jsonl"
+    rows = [
+        {
+            "data_source": "toy",
+            "uid": f"u{i // 4}",
+            "prompt": "p",
+            "response": "1",
+            "reward_model": {"ground_truth": "1"},
+        }
+        for i in range(3000)
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tmp_path / "sleepy_config.py"  # slow enough for the bar to be drawn a few times
+    config.write_text(
+        "from judger import JudgerConfig\njudger_config = JudgerConfig(judger_name='sleepy', num_threads=8, "
+        "reward_handler='judger.testing.handlers:sleepy', extra_info={'sleep': 0.01})\n"
+    )
+    terminal, stderr = pty.openpty()
+    command = [sys.executable, "-c", _COMMAND, str(8 << 10), "score", str(src), "-c", str(config)]
+    run = subprocess.Popen([*command, "--ray", cluster.address], stdout=subprocess.PIPE, stderr=stderr)
+    os.close(stderr)
+    drawn = b""
+    while True:  # the terminal's side until the command closes it
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    run.communicate(timeout=60)
+    os.close(terminal)
+    assert run.returncode == 0
+    assert b"rows" in drawn and b"2 nodes, 2 actors" in drawn and b"/3000" not in drawn
