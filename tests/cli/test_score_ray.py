@@ -278,3 +278,117 @@ def test_the_progress_bar_counts_rows_and_nodes(tmp_path: Path, cluster: Any) ->
     os.close(terminal)
     assert run.returncode == 0
     assert b"rows" in drawn and b"2 nodes, 2 actors" in drawn and b"/3000" not in drawn
+
+
+_CODE_CONFIG = "from judger import CodeJudgerConfig\njudger_config = CodeJudgerConfig(wall_s=5, cpu_s=5)\n"
+_PROGRAMS = [
+    "print(int(input()) * 2)",  # right
+    "print(int(input()) + 2)",  # right on one test of two
+    "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)\nprint(2 * int(input()))",
+    "print(open('/etc/hostname').read())",  # no /etc in the sandbox
+    "import time\ntime.sleep(0.3)\nprint(int(input()) * 2)",
+]
+
+
+def _sandbox_parents() -> set[int]:
+    """Parent pids of the bubblewrap processes running judger's sandboxes now."""
+    parents = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(b"/usr/bin/bwrap\0") and b"/opt/judger-sandbox" in cmdline:
+            parents.add(int(stat[stat.rfind(b")") + 2 :].split()[1]))
+    return parents
+
+
+def test_code_rows_run_in_sandboxes_of_every_node(tmp_path: Path, cluster: Any) -> None:
+    from judger.runtime.sandbox import bwrap
+
+    if bwrap.probe():
+        pytest.skip(f"bubblewrap unavailable: {bwrap.probe()}")
+    config = tmp_path / "code_config.py"
+    config.write_text(_CODE_CONFIG)
+    src = tmp_path / "rows.jsonl"
+    tests = {"inputs": ["2\n", "0\n"], "outputs": ["4\n", "0\n"]}
+    rows = [
+        {
+            "data_source": "code",
+            "uid": f"c{i // 4}",
+            "prompt": "double it",
+            "response": f"```python\n{_PROGRAMS[i % len(_PROGRAMS)]}\n```",
+            "reward_model": {"ground_truth": json.dumps(tests)},
+        }
+        for i in range(40)
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [str(src), "-c", str(config)]
+    one = _score([*args, "-o", str(tmp_path / "one.jsonl")], block=1 << 10)
+    command = [sys.executable, "-c", _COMMAND, str(1 << 10), "score", "--no-progress", "--format", "json"]
+    command += [*args, "-o", str(tmp_path / "ray.jsonl"), "--ray", cluster.address]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parents: set[int] = set()
+    while run.poll() is None:  # who starts the sandboxes while the command runs
+        parents |= _sandbox_parents()
+        time.sleep(0.02)
+    stdout, _ = run.communicate()
+    summary = json.loads(stdout)
+    summary.pop("elapsed_s"), summary.pop("samples_per_s")
+    assert (run.returncode, summary, (tmp_path / "ray.jsonl").read_bytes()) == (one[0], one[1], one[3])
+    assert summary["samples"] == 40 and summary["failed"] == 0
+    assert summary["data_sources"]["code"]["mean_score"] == pytest.approx((1 + 0.5 + 0 + 0 + 1) / 5)
+    # each node's actor started sandboxes of its own, in its own process
+    from judger.testing.ray import actors_by_node
+
+    actor_pids = {
+        node: {i["Pid"] for i in infos} for node, infos in actors_by_node(cluster, "BlockActor").items()
+    }
+    nodes_with_sandboxes = {node for node, pids in actor_pids.items() if pids & parents}
+    assert len(nodes_with_sandboxes) == 2, (actor_pids, parents)
+
+
+_POOL_DRIVER = """
+import asyncio, json, sys
+import ray
+from judger import CodeJudgerConfig, CPUResourcesConfig, RolloutState
+ray.init(address=sys.argv[1], log_to_driver=False)
+tests = json.dumps({"inputs": ["3\\n"], "outputs": ["6\\n"]})
+programs = ["print(int(input()) * 2)", "print(int(input()))"]
+states = [
+    RolloutState(response=f"```python\\n{programs[i % 2]}\\n```", reward_model={"ground_truth": tests})
+    for i in range(24)
+]
+workers = CPUResourcesConfig(num_workers=2, cpu_memory_per_worker=1 << 28)
+pool = CodeJudgerConfig(wall_s=5, cpu_resources=workers).build()
+def max_parallel(actor):
+    return actor.judger.max_parallel
+async def main():
+    done = await pool.batch_judge(states)
+    stats = [await r.actor_stats() for r in pool.replicas]
+    limits = ray.get([r.actor.__ray_call__.remote(max_parallel) for r in pool.replicas])
+    return [s.reward["score"] for s in done], stats, limits
+scores, stats, limits = asyncio.run(main())
+pool.close()
+nodes, payloads = [s["node"] for s in stats], [s["payloads"] for s in stats]
+print(json.dumps({"scores": scores, "nodes": nodes, "payloads": payloads, "max_parallel": limits}))
+"""
+
+
+def test_a_code_judger_pool_spreads_its_sandboxes_over_the_nodes(cluster: Any) -> None:
+    from judger.runtime.sandbox import bwrap
+
+    if bwrap.probe():
+        pytest.skip(f"bubblewrap unavailable: {bwrap.probe()}")
+    done = subprocess.run(
+        [sys.executable, "-c", _POOL_DRIVER, cluster.address], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["scores"] == [1.0, 0.0] * 12
+    assert len(set(result["nodes"])) == 2 and all(n > 0 for n in result["payloads"])
+    # one CPU each: one sandbox at a time per actor, not one per CPU of the machine
+    assert result["max_parallel"] == [1, 1]

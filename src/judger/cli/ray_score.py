@@ -31,6 +31,7 @@ from typing import Any
 
 from judger.cli import shards
 from judger.cli.shards import Block, BlockOptions, score_block
+from judger.core.loops import LoopLocal
 from judger.judgers.config import ComposedJudgerConfig, JudgerConfig, build_judger
 from judger.remote.actor import JudgerActor
 
@@ -76,7 +77,7 @@ class BlockActor(JudgerActor):
         from judger.cli.pools import may_use_pool, size_process_pool
 
         size_process_pool(self._pool_workers)
-        judger = build_judger(judger_config)
+        judger = build_judger(fitted(judger_config, self._pool_workers))
         if may_use_pool(judger):
             from judger.runtime.procpool.shared import shared_pool
 
@@ -93,13 +94,32 @@ class BlockActor(JudgerActor):
         return self.actor, self.node, scored
 
     async def stats(self) -> dict[str, Any]:
-        return {**(await super().stats()), "node": self.node, "actor": self.actor}
+        return {**(await super().stats()), "actor": self.actor}
 
     async def aclose(self) -> None:
         from judger.cli.pools import close_shared_pool
 
         await super().aclose()
         close_shared_pool()
+
+
+def fitted(cfg: Any, cpus: int) -> Any:
+    """``cfg`` for an actor that holds ``cpus`` CPUs of its node: its code judgers (a branch, verl's
+    code route) run at most that many sandboxes at once, not one per CPU of the node each
+    (:meth:`~judger.presets.CodeJudgerConfig.fitted_to`)."""
+    from judger.compat.verl.router import VerlDefaultJudgerConfig
+    from judger.compat.verl.routes import route_config
+
+    fit = getattr(cfg, "fitted_to", None)
+    if callable(fit):
+        return fit(cpus)
+    if isinstance(cfg, ComposedJudgerConfig):
+        branches = {name: fitted(branch, cpus) for name, branch in cfg.branches.items()}
+        return cfg.model_copy(update={"branches": branches})
+    if isinstance(cfg, VerlDefaultJudgerConfig):
+        code = cfg.overrides.get("code", route_config("code", cfg.compat))
+        return cfg.model_copy(update={"overrides": {**cfg.overrides, "code": fitted(code, cpus)}})
+    return cfg
 
 
 def refusal(cfg: Any) -> str | None:
@@ -127,6 +147,10 @@ class RayBlocks:
     block_size: int
     actor_of: list[str]  # replica index -> Ray actor id (kept across restarts)
     node_of: dict[str, str] = field(default_factory=dict)  # actor id -> the node it last answered from
+    _slots: LoopLocal[asyncio.Semaphore] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = LoopLocal(lambda: asyncio.Semaphore(CALLS_PER_ACTOR * self.actors))
 
     @property
     def actors(self) -> int:
@@ -148,9 +172,13 @@ class RayBlocks:
 
     async def score(self, first_number: int, data: bytes) -> Block:
         lines = data.count(b"\n") + 1
-        actor, node, block = await self.pool.dispatcher.run_one(
-            (first_number, data), method="score_block", timeout=self.timeout_of(lines)
-        )
+        # a block waits here for a slot, woken alone, and not on the dispatcher's condition, where
+        # every waiter is woken at each call's end (thousands of blocks, on a cluster of thousands
+        # of actors, would each look over every actor at every call)
+        async with self._slots.get():
+            actor, node, block = await self.pool.dispatcher.run_one(
+                (first_number, data), method="score_block", timeout=self.timeout_of(lines)
+            )
         self.node_of[actor] = node
         return block
 

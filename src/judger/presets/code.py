@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -165,6 +166,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
         if self.backend == "local" and self.sandbox_fusion_url:
             raise ValueError("sandbox_fusion_url is set but backend='local': set backend='sandbox_fusion'")
         return self
+
+    def fitted_to(self, cpus: float) -> CodeJudgerConfig:
+        """This config for a worker that holds ``cpus`` CPUs of a larger machine (a Ray actor, one
+        of several on a node): at most that many sandboxes at once, unless ``max_parallel`` was
+        given. The default counts the whole machine's CPUs, which every actor on it would then use."""
+        if "max_parallel" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"max_parallel": max(1, math.ceil(cpus))})
 
     def build_local(self) -> CodeJudger:
         if self.backend == "local":

@@ -62,8 +62,11 @@ class JudgerActor:
         return await self.judger.judge_payload(payload)
 
     async def stats(self) -> dict[str, Any]:
+        import ray
+
         return {
             "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
             "judger_name": self.judger.judger_name,
             "calls": self._calls,
             "payloads": self._payloads,
