@@ -16,7 +16,7 @@ from judger.core.judger import JudgerPayload as Payload
 from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.sandbox.bwrap import drops_to_own_uid
-from judger.runtime.sandbox.runner import SandboxLimits, require_isolation, teardown_after
+from judger.runtime.sandbox.runner import SandboxLimits, prepared_ahead, require_isolation, teardown_after
 from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
 
@@ -74,7 +74,11 @@ class CodeJudger(ScorerJudger):
                 return exc
 
     async def _score(self, payloads: Sequence[Payload]) -> list[Any]:
-        return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+        if self.sandbox_fusion_url is not None or len(payloads) <= 1:
+            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+        # the next samples' sandboxes start while the current ones run (one per slot)
+        async with prepared_ahead(self.limits, ahead=self.max_parallel, samples=len(payloads)):
+            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
 
 
 class CodeJudgerConfig(ScorerJudgerConfig):
