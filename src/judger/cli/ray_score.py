@@ -231,7 +231,8 @@ def connect(address: str) -> bool:
     return True
 
 
-def _actor_count(workers: int | None) -> int:
+def actor_count(workers: int | None) -> int:
+    """Actors to start: one per free CPU of the cluster, at most ``workers``."""
     import ray
 
     free = int(ray.available_resources().get("CPU", 0.0))
@@ -269,7 +270,7 @@ def start(
     ship_by_value(config)
     handles: list[Any] = []
     try:
-        n = _actor_count(workers)
+        n = actor_count(workers)
         # 1..2**32-1: 0 would turn hash randomisation off, not choose a secret
         env = {"PYTHONHASHSEED": str(1 + secrets.randbelow(2**32 - 1))}
         for _ in range(n):
