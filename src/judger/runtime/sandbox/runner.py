@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -357,6 +357,18 @@ async def wait_torn_down(
     """Wait until these sandboxes are torn down, at most ``timeout`` seconds (the janitor goes on)."""
     if done:
         await asyncio.wait([asyncio.wrap_future(future) for future in done], timeout=timeout)
+
+
+@contextlib.contextmanager
+def teardowns_collected() -> Iterator[list[concurrent.futures.Future[None]]]:
+    """The teardowns of the sandboxes released inside the block, collected for the caller to wait
+    for (:func:`wait_torn_down`) when it chooses, e.g. once it has given its slot to the next sample."""
+    pending: list[concurrent.futures.Future[None]] = []
+    token = _teardowns.set(pending)
+    try:
+        yield pending
+    finally:
+        _teardowns.reset(token)
 
 
 @contextlib.asynccontextmanager
