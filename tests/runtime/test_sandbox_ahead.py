@@ -161,3 +161,53 @@ async def test_a_code_judger_batch_prepares_its_sandboxes_ahead(monkeypatch: pyt
     assert [s.reward["score"] for s in done] == [1.0] * 6
     (preparing,) = seen
     assert preparing.ahead == 2 and preparing.taken == 6
+
+
+async def test_the_next_sample_starts_while_the_last_ones_sandbox_is_taken_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import concurrent.futures
+    import threading
+
+    from judger.runtime.sandbox import runner
+
+    events: list[tuple[str, float]] = []
+    teardowns: list[concurrent.futures.Future[None]] = []
+    submit = runner.janitor.submit
+
+    def slow_teardown(remains: object) -> concurrent.futures.Future[None]:
+        # the kernel taking 0.8 s to let go of a sandbox (a scratch with many files, say)
+        done = submit(remains)  # type: ignore[arg-type]
+        later: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def finish() -> None:
+            done.result()
+            events.append(("torn down", time.monotonic()))
+            later.set_result(None)
+
+        threading.Timer(0.8, finish).start()
+        teardowns.append(later)
+        return later
+
+    send_job = runner._send_job
+
+    async def sent(sandbox: object, job: dict[str, object]) -> None:
+        events.append(("job sent", time.monotonic()))
+        await send_job(sandbox, job)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner.janitor, "submit", slow_teardown)
+    monkeypatch.setattr(runner, "_send_job", sent)
+    judger = CodeJudgerConfig(wall_s=10, cpu_s=10, memory_mb=512, max_parallel=1).build()
+    programs = [HONEST, HONEST.replace("\n```", "  # another\n```")]
+    states = [RolloutState(response=p, reward_model={"ground_truth": DOUBLE}) for p in programs]
+    try:
+        done = await judger.batch_judge(states)
+    finally:
+        await judger.aclose()
+    assert [s.reward["score"] for s in done] == [1.0, 1.0]
+    # one sample at a time, yet the second's job went out before the first's sandbox was gone
+    jobs = [t for kind, t in events if kind == "job sent"]
+    first_gone = min(t for kind, t in events if kind == "torn down")
+    assert len(jobs) == 2 and jobs[1] < first_gone
+    # and the batch returned only once every sandbox of it was torn down
+    assert all(f.done() for f in teardowns)
