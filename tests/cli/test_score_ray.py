@@ -392,3 +392,21 @@ def test_a_code_judger_pool_spreads_its_sandboxes_over_the_nodes(cluster: Any) -
     assert len(set(result["nodes"])) == 2 and all(n > 0 for n in result["payloads"])
     # one CPU each: one sandbox at a time per actor, not one per CPU of the machine
     assert result["max_parallel"] == [1, 1]
+
+
+def test_no_address_starts_a_local_ray_of_this_machine(tmp_path: Path) -> None:
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(mixed_rows()[:80]) + "\n")
+    one = _score([str(src), "-o", str(tmp_path / "one.jsonl")], block=4 << 10)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    command = [sys.executable, "-c", _COMMAND, str(4 << 10), "score", "--no-progress", "--format", "json"]
+    done = subprocess.run(
+        [*command, str(src), "-o", str(tmp_path / "ray.jsonl"), "--ray"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    summary = json.loads(done.stdout)
+    summary.pop("elapsed_s"), summary.pop("samples_per_s")
+    assert (done.returncode, summary, (tmp_path / "ray.jsonl").read_bytes()) == (one[0], one[1], one[3])
