@@ -12,8 +12,9 @@ Three paths, each run in a fresh interpreter, the same judger config otherwise:
 
 ``--rounds N`` runs every path N times, in turn (old, new, ..., then the next round in the other
 order), so that a machine busy for a while weighs on each path alike; each path's figure is its
-median round, and ``vs old`` the median of the rounds' ratios. Prints programs per second per path;
-every solution must pass.
+median round, and ``vs old`` the median of the rounds' ratios; the last line gives bubblewrap's cost
+against the same harness without it, the median of the rounds' ratios. Prints programs per second
+per path; every solution must pass.
 """
 
 from __future__ import annotations
@@ -131,6 +132,12 @@ def main() -> None:
             f"(rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
         )
     print("vs old: the cost per program against old's in the same round (median of the rounds)")
+    if not args.no_unsafe:
+        ratios = [b / u for b, u in zip(seconds[2], seconds[1])]
+        print(
+            f"bwrap vs none-unsafe, the same harness without bubblewrap: {statistics.median(ratios):.3f}x "
+            f"(median of the rounds; rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 if __name__ == "__main__":

@@ -79,6 +79,10 @@ EXEMPT: dict[str, dict[str, str]] = {
         "(runtime/bounded), the same release everywhere",
         "trainer/test_controller.py": "the GSM8K judger is a stand-in; it tests where requests go "
         "(balancing, failures, recovery) over httpx, the same release everywhere",
+        "cli/test_score_ray.py": "where blocks run (Ray actors on two nodes, a node lost); what a block's "
+        "scoring parses is the shards' (cli/test_score_shards.py, marked); Ray is one release everywhere",
+        "cli/test_eval_ray.py": "where samples are judged (a JudgerPool on two nodes, a node lost); the "
+        "eval's own reading and judging are cli/test_eval.py's (marked); Ray is one release everywhere",
     },
     "clients_env": {
         "cli/test_view_live.py": "the page served while a worker process indexes the file: process "

@@ -12,37 +12,12 @@ from judger.cli import shards
 from judger.cli.main import main
 from judger.cli.tally import Tally
 from judger.core.rollout import RolloutState, Status
+from judger.testing.rows import mixed_rows as _rows
+from judger.testing.rows import parser_warning_apart as _parser_warning_apart
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "judger" / "data"
-
-
-def _rows() -> list[str]:
-    """Real MATH rollouts (groups of 8, split over blocks), GSM8K rows, and every kind of bad row."""
-    math = [json.loads(line) for line in (DATA / "math_rollouts_dev.jsonl").read_text().splitlines() if line]
-    gsm8k = [json.loads(line) for line in (DATA / "gsm8k_test.jsonl").read_text().splitlines()[:60] if line]
-    lines = []
-    for i, row in enumerate(math[:240]):
-        if i == 17:
-            row = {**row, "response": None}  # nothing to judge: FAILED, in either mode
-        lines.append(json.dumps(row))
-        if i % 50 == 7:
-            lines += ["{not json", "", json.dumps({"prompt": "p", "response": "r"}), "[1, 2]"]
-    for i, item in enumerate(gsm8k):
-        truth = item["answer"].rsplit("####", 1)[1].strip()
-        response = item["answer"] if i % 3 else "The answer is #### 1234567"
-        row = {
-            "data_source": "openai/gsm8k",
-            "uid": f"g{i // 4}",
-            "prompt": [{"role": "user", "content": item["question"]}],
-            "response": response,
-            "reward_model": {"ground_truth": truth},
-            "extra_info": {"index": i},
-            "kept": {"column": i},
-        }
-        lines.append(json.dumps(row))
-    return lines
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
@@ -97,17 +72,6 @@ shards.BLOCK_BYTES = 16 << 10
 from judger.cli.main import entry
 entry()  # as the console script runs it
 """
-
-
-def _parser_warning_apart(err: str) -> tuple[str, list[str]]:
-    """``err`` without the warning where latex2sympy cannot parse (verl's antlr4 pin), and that
-    warning's lines: printed by whichever process grades first, so its place differs between runs,
-    but it is printed as often."""
-    lines = err.splitlines(keepends=True)
-    warned = [i for i, line in enumerate(lines) if "latex2sympy cannot parse LaTeX here" in line]
-    # warnings.warn's line with the indented source line it prints under it, and the log line
-    block = {*warned, *(i + 1 for i in warned if lines[i + 1 : i + 2] and lines[i + 1][:1].isspace())}
-    return "".join(line for i, line in enumerate(lines) if i not in block), [lines[i] for i in sorted(block)]
 
 
 def test_the_command_forks_its_shards_and_scores_as_one_process(tmp_path: Path) -> None:
@@ -302,11 +266,11 @@ _SLOW_COMMAND = """
 import asyncio, sys, time
 from judger.cli import score, shards
 shards.BLOCK_BYTES = 4 << 10
-scored = shards._score_block
-async def slowly(first_number, data):
+scored = shards.score_block
+async def slowly(judger, options, first_number, data):
     await asyncio.sleep(0.3)  # a block of a big file takes this long
-    return await scored(first_number, data)
-shards._score_block = slowly
+    return await scored(judger, options, first_number, data)
+shards.score_block = slowly
 score.CHUNK_ROWS = 16  # in one process: a chunk of a big file takes this long
 added = score._Outputs.add
 def add_slowly(self, chunk):

@@ -197,7 +197,7 @@ async def test_a_second_cancel_while_a_call_gives_back_its_slot_keeps_no_slot() 
     d = Dispatcher("t", [replica], call_timeout=lambda n: 1.0, max_in_flight=1)
     answer = asyncio.Event()
 
-    async def call(replica: Replica, method: str, arg: Any, size: int) -> str:
+    async def call(replica: Replica, method: str, arg: Any, size: int, timeout: float | None = None) -> str:
         await answer.wait()
         return f"scored {arg}"
 

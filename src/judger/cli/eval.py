@@ -114,6 +114,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--models-timeout", type=float, metavar="S", help="seconds for GET /v1/models in all (default 10)"
     )
     parser.add_argument("--workers", type=int, metavar="N", help="judging parallelism, as for `judger score`")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="judge on a Ray cluster, one actor per free CPU (at most --workers), as `judger score "
+        "--ray`: ADDRESS, 'auto', or none for a local Ray (put it after the input)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -438,6 +446,12 @@ def _generate(gen: _Generation, output: Path | None, partial: Path | None, err: 
     return None
 
 
+def _ray_judger(args: argparse.Namespace) -> Any:
+    from judger.cli.ray_eval import build as build_on_ray
+
+    return build_on_ray(args)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -469,7 +483,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"judger eval: {args.input}: no prompts to evaluate")
         return EXIT_UNUSABLE
     try:
-        judger = build(args)
+        judger = build(args) if args.ray is None else _ray_judger(args)
     except ConfigError as exc:
         _say(f"judger eval: {exc}")
         return EXIT_UNUSABLE

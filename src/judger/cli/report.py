@@ -316,18 +316,39 @@ def render_examples(rows: Sequence[dict[str, Any]], console: Any) -> None:
 
 @contextmanager
 def progress_bar(
-    label: str, total: int | None, console: Any = None, *, enabled: bool = True
+    label: str,
+    total: int | None,
+    console: Any = None,
+    *,
+    enabled: bool = True,
+    status: Callable[[], str] | None = None,
 ) -> Iterator[Callable[[int], None]]:
     """``with progress_bar("scoring", n) as advance: ... advance(k)``: a transient bar on stderr, or a
     no-op when ``enabled`` is False (rich is imported only when a bar is drawn). ``total=None``:
-    a count with no end known (rows of a file read as it streams)."""
+    a count with no end known (rows of a file read as it streams). ``status()``, asked at every
+    refresh, is shown after the count (where the work runs: "2 nodes, 8 actors")."""
     if not enabled:
         yield lambda k: None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
 
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    class StatusColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(status() if status is not None else "")
+
+    columns: list[ProgressColumn] = [TextColumn(label), BarColumn(), MofNCompleteColumn()]
+    if status is not None:
+        columns.append(StatusColumn())
+    columns.append(TimeElapsedColumn())
     with Progress(*columns, console=console or Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda k: bar.advance(task, k)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -97,6 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "one per core for a JSONL file of 48 MB or more with the default config or a preset; 1: one "
         "process)",
     )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="score the file's blocks on Ray actors, one per free CPU of the cluster (at most "
+        "--workers), with the same output, report and exit code: ADDRESS of a cluster (host:port, "
+        "ray://...), 'auto' for the one running here or at RAY_ADDRESS; none: a local Ray. Put it "
+        "after the input file",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
         "--html", metavar="REPORT", help="also write the report as one self-contained HTML file"
@@ -144,16 +155,21 @@ def _unusable(judger: Any) -> int:
     return EXIT_UNUSABLE
 
 
-def build(args: argparse.Namespace) -> Any:
-
+def load_config(args: argparse.Namespace) -> Any:
+    """The config the arguments name (-c, --preset or verl's routing), ``--workers`` applied."""
     if args.config:
         cfg = load_target(args.config)
     elif args.preset:
         cfg = load_preset(args.preset)
     else:
         cfg = default_config(args.compat)
+    return with_workers(cfg, args.workers) if args.workers else cfg
+
+
+def build(args: argparse.Namespace) -> Any:
+
+    cfg = load_config(args)
     if args.workers:
-        cfg = with_workers(cfg, args.workers)
         size_process_pool(args.workers)
     if isinstance(cfg, BaseJudger):
         return cfg
@@ -242,12 +258,14 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return "--batch-size and --workers must be >= 1, --examples >= 0"
     if args.shards is not None and args.shards < 1:
         return "--shards must be >= 1"
+    if args.ray is not None and args.shards is not None:
+        return "--shards and --ray both say where to score: give one"
     if args.output and _same_file(args.input, args.output):
         # rows that cannot be read are not written back: scoring in place would lose them
         return f"-o {args.output} is the input file; write the scored rows to another path"
     from judger.cli.shards import refusal
 
-    return refusal(args)
+    return refusal(args, "--ray" if args.ray is not None else "--shards")
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, Iterator[Any], Any] | int:
@@ -486,9 +504,75 @@ def routing_hint(args: argparse.Namespace, summary: dict[str, Any]) -> str | Non
     )
 
 
+def _run_on_ray(args: argparse.Namespace) -> int:
+    """Score the file's blocks on Ray actors (:mod:`judger.cli.ray_score`), reported as one run."""
+    from judger.cli import ray_score
+    from judger.cli.shards import BlockOptions
+    from judger.trainer.io import InputError, iter_rollouts
+
+    try:
+        cfg = load_config(args)  # a bad config is refused here, by name, as in one process
+    except ConfigError as exc:
+        _say(f"judger score: {exc}")
+        return EXIT_UNUSABLE
+    refusal = ray_score.refusal(cfg)
+    if refusal is None:
+        try:  # an unreadable file is refused as the one-process run refuses it
+            next(iter_rollouts(args.input, 1, require_data_source=not (args.config or args.preset)), None)
+        except InputError as exc:
+            refusal = str(exc)
+    if refusal is not None:
+        _say(f"judger score: {refusal}")
+        return EXIT_UNUSABLE
+    try:
+        running = ray_score.start(
+            cfg, BlockOptions.of(args), args.ray, workers=args.workers, config=args.config
+        )
+    except KeyboardInterrupt:
+        _say("judger score: interrupted")
+        return 130
+    except Exception as exc:
+        _say(f"judger score: cannot score on Ray: {exc}")
+        return EXIT_UNUSABLE
+    try:
+        return _score_on_ray(args, running)
+    except KeyboardInterrupt:  # before or after the scoring itself (_guarded answers within it)
+        _say("judger score: interrupted")
+        return 130
+    finally:
+        running.close()
+
+
+def _score_on_ray(args: argparse.Namespace, running: Any) -> int:
+    from judger.cli import ray_score
+
+    outputs = _Outputs(args)
+    show_progress = not args.no_progress and sys.stderr.isatty()
+
+    def work() -> None:
+        with progress_bar("rows", None, enabled=show_progress, status=running.status) as advance:
+            asyncio.run(ray_score.score_file(running, args.input, outputs.add_block, advance))
+
+    with _no_half_file(outputs):
+        start = time.perf_counter()
+        stopped = _guarded(outputs, work)
+        note = ray_score.lost_note(running)
+        if note is not None:
+            _say(note)
+        if stopped is not None:
+            return stopped
+        return _finish(args, outputs, time.perf_counter() - start)
+
+
 def _print_report(args: argparse.Namespace, summary: dict[str, Any], outputs: _Outputs) -> None:
     shown = outputs.tally.examples
     hint = routing_hint(args, summary)
+    report = getattr(args, "report", None)
+    if report is not None:  # score_file: the summary is returned, not printed
+        if hint:
+            summary["hint"] = hint
+        report.update(summary, examples=shown)
+        return
     if args.format == "json":
         if shown:
             summary["examples"] = shown
@@ -546,6 +630,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     from judger.cli.shards import shard_count
 
+    if args.ray is not None:
+        with _few_collections():
+            return _run_on_ray(args)
     shards = shard_count(args)
     with _few_collections():
         done = _run_sharded(args, shards) if shards else None
@@ -562,3 +649,48 @@ def run(args: argparse.Namespace) -> int:
             if stopped is not None:
                 return stopped
             return _finish(args, outputs, time.perf_counter() - start)
+
+
+@dataclass
+class ScoreResult:
+    """What :func:`score_file` gives back: the command's exit code and its report (the summary that
+    ``--format json`` prints, with ``examples``; empty when the run stopped before a report)."""
+
+    exit_code: int
+    report: dict[str, Any]
+
+
+def score_file(
+    input: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    config: str | None = None,
+    preset: str | None = None,
+    compat: str | None = None,
+    ray: str | None = None,
+    shards: int | None = None,
+    workers: int | None = None,
+    batch_size: int = 256,
+    examples: int = 0,
+) -> ScoreResult:
+    """``judger score`` from Python: the same run, its report returned instead of printed.
+
+    ``ray``: score on a Ray cluster, as ``--ray ADDRESS`` (``"auto"``, ``"host:port"``, or
+    ``"local"`` to start one; a Ray already initialised in this process is used as it is). Refusals
+    and bad rows are said on stderr as the command says them; ``exit_code`` is the command's.
+    """
+    argv = [os.fspath(input), "--no-progress", "--format", "json", "--batch-size", str(batch_size)]
+    argv += ["--examples", str(examples)]
+    for flag, value in (("-o", output), ("-c", config), ("--preset", preset), ("--compat", compat)):
+        if value is not None:
+            argv += [flag, os.fspath(value)]
+    for flag, number in (("--shards", shards), ("--workers", workers)):
+        if number is not None:
+            argv += [flag, str(number)]
+    parser = argparse.ArgumentParser(prog="judger score")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    args.ray = ray
+    report: dict[str, Any] = {}
+    args.report = report
+    return ScoreResult(run(args), report)

@@ -106,17 +106,18 @@ def rule_based(judger: Any) -> bool:
     return all(isinstance(leaf, ScorerJudger) for leaf in leaf_judgers(judger))
 
 
-def refusal(args: argparse.Namespace) -> str | None:
-    """Why ``--shards`` cannot apply to these arguments, if it cannot."""
-    if args.shards is None or args.shards <= 1:
+def refusal(args: argparse.Namespace, flag: str = "--shards") -> str | None:
+    """Why ``--shards`` (``flag="--ray"``: ``--ray``, which scores the same blocks on Ray actors)
+    cannot apply to these arguments, if it cannot."""
+    if flag == "--shards" and (args.shards is None or args.shards <= 1):
         return None
-    if args.config:
+    if flag == "--shards" and args.config:
         return "--shards applies to the default config and --preset, not -c (build one judger per process)"
     if args.html or not _plain_jsonl(args.input) or not _plain_jsonl(args.output, True):
-        return "--shards needs JSONL input and output (not Parquet) and no --html"
+        return f"{flag} needs JSONL input and output (not Parquet) and no --html"
     if args.output and first_row_is_state(args.input):
-        return "--shards with -o needs verl rows; this file holds RolloutState dumps (drop --shards)"
-    if not _forks_alike():
+        return f"{flag} with -o needs verl rows; this file holds RolloutState dumps (drop {flag})"
+    if flag == "--shards" and not _forks_alike():
         return "--shards needs multiprocessing's forkserver start method, which this platform lacks"
     return None
 
@@ -130,14 +131,16 @@ def _plain_jsonl(path: str | None, absent_ok: bool = False) -> bool:
 # --- the main process ------------------------------------------------------------------------------
 
 
-def _blocks(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(number of the block's first line, its bytes)``: whole lines, about :data:`BLOCK_BYTES` each.
+def blocks(path: str, size: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """``(number of the block's first line, its bytes)``: whole lines, about ``size`` bytes each
+    (default :data:`BLOCK_BYTES`).
 
     Lines are counted as the text reader splits them (``\\n``, ``\\r\\n`` or a lone ``\\r``).
     """
     number = 1
+    size = size or BLOCK_BYTES
     with open(path, "rb") as fh:
-        while data := fh.read(BLOCK_BYTES):
+        while data := fh.read(size):
             data += fh.readline()
             yield number, data
             number += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
@@ -292,8 +295,8 @@ def score_in_shards(
     pending: deque[Future[list[Block]]] = deque()
     probe: int | None = None
     try:
-        for blocks in _calls(args.input, shards):
-            pending.append(executor.submit(score_blocks, blocks))
+        for call in _calls(args.input, shards):
+            pending.append(executor.submit(score_blocks, call))
             if len(pending) >= 2 * shards:  # bounded: memory holds a few calls per shard
                 probe = _take(pending.popleft(), probe, take, advance)
         while pending:
@@ -307,13 +310,13 @@ def score_in_shards(
 def _calls(path: str, shards: int) -> Iterator[list[tuple[int, bytes]]]:
     """The blocks of each call, in file order: :data:`FIRST_CALL_BLOCKS` for each shard's first
     call, then :data:`CALL_BLOCKS`."""
-    blocks = _blocks(path)
+    read = blocks(path)
     for _ in range(shards):
-        first = list(islice(blocks, FIRST_CALL_BLOCKS))
+        first = list(islice(read, FIRST_CALL_BLOCKS))
         if not first:
             return
         yield first
-    while batch := list(islice(blocks, CALL_BLOCKS)):
+    while batch := list(islice(read, CALL_BLOCKS)):
         yield batch
 
 
@@ -324,12 +327,25 @@ def _take(
     advance: Callable[[int], None],
 ) -> int | None:
     for block in future.result():
-        if probe is not None and block.probe != probe:  # pragma: no cover - a start method that spawns
-            raise RuntimeError("shards hash prompt groups differently; run with --shards 1")
-        probe = block.probe
-        take(block)
-        advance(block.rows)
+        probe = accept(block, probe, take, advance)
     return probe
+
+
+def accept(
+    block: Block, probe: int | None, take: Callable[[Block], None], advance: Callable[[int], None]
+) -> int:
+    """Hand ``block`` to ``take`` (blocks come in file order); the hash probe of the blocks so far.
+
+    Prompt groups are merged across blocks by hash: every block must have been tallied under one
+    hash secret (a process started apart from the others would not be)."""
+    if probe is not None and block.probe != probe:  # pragma: no cover - a start method that spawns
+        raise RuntimeError(
+            "blocks were tallied under different hash secrets, so prompt groups split between "
+            "them would not merge; score in one process (--shards 1, no --ray)"
+        )
+    take(block)
+    advance(block.rows)
+    return block.probe
 
 
 # --- a shard process -------------------------------------------------------------------------------
@@ -387,10 +403,35 @@ def score_blocks(blocks: list[tuple[int, bytes]]) -> list[Block]:
 
 
 async def _score_all(blocks: list[tuple[int, bytes]]) -> list[Block]:
-    return list(await asyncio.gather(*(_score_block(n, data) for n, data in blocks)))
+    assert _shard is not None
+    options = BlockOptions.of(_shard.args)
+    return list(await asyncio.gather(*(score_block(_shard.judger, options, n, data) for n, data in blocks)))
 
 
-async def _score_block(first_number: int, data: bytes) -> Block:
+@dataclass(frozen=True)
+class BlockOptions:
+    """What scoring a block needs of the command's arguments (small: it travels to Ray actors)."""
+
+    input: str  # the input as the command names it in messages
+    examples: int
+    output: bool  # encode the block's output lines
+    require_data_source: bool
+    batch_size: int
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> BlockOptions:
+        return cls(
+            str(args.input),
+            args.examples,
+            bool(args.output),
+            not (args.config or args.preset),
+            args.batch_size,
+        )
+
+
+async def score_block(judger: Any, options: BlockOptions, first_number: int, data: bytes) -> Block:
+    """Read, judge, tally and encode one block of lines with ``judger`` (in a shard process or a Ray
+    actor): what the one-process run does for these lines, as a :class:`Block`."""
     import io
 
     from judger.cli.score import score_states
@@ -399,21 +440,18 @@ async def _score_block(first_number: int, data: bytes) -> Block:
     from judger.core.rollout import Status
     from judger.trainer.io import json_rows, rollouts_of, state_to_row
 
-    assert _shard is not None
-    args = _shard.args
     first = first_number == 1
     # newline=None: lines split as the one-process reader splits them; a BOM only opens the file
     text = io.StringIO(data.decode("utf-8-sig" if first else "utf-8", errors="replace"), newline=None)
-    path = Path(args.input)  # named in messages as the one-process reader names it
+    path = Path(options.input)  # named in messages as the one-process reader names it
     rows = json_rows(text, path, first_number, first=first)
-    require = not (args.config or args.preset)
-    chunk = next(rollouts_of(rows, path, 1 << 62, require_data_source=require), None)
-    tally = Tally(args.examples)
+    chunk = next(rollouts_of(rows, path, 1 << 62, require_data_source=options.require_data_source), None)
+    tally = Tally(options.examples)
     if chunk is None:
         return Block(0, [], tally, b"", 0)
     to_judge = [s for s in chunk.states if s.status == Status.COMPLETED]
-    await score_states(_shard.judger, to_judge, args.batch_size)
+    await score_states(judger, to_judge, options.batch_size)
     tally.add(chunk.states)
-    output = b"".join(encode_line(state_to_row(s)) for s in chunk.states) if args.output else b""
+    output = b"".join(encode_line(state_to_row(s)) for s in chunk.states) if options.output else b""
     rows_read = len(chunk.errors) + len(set(chunk.rows))
     return Block(rows_read, chunk.errors, tally, output, len(chunk.states))

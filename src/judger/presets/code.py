@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -15,7 +16,13 @@ from judger.core.judger import JudgerPayload as Payload
 from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.sandbox.bwrap import drops_to_own_uid
-from judger.runtime.sandbox.runner import SandboxLimits, require_isolation, teardown_after
+from judger.runtime.sandbox.runner import (
+    SandboxLimits,
+    prepared_ahead,
+    require_isolation,
+    teardowns_collected,
+    wait_torn_down,
+)
 from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
 
@@ -28,7 +35,10 @@ class CodeJudger(ScorerJudger):
     themselves get :func:`~judger.scorers.code.sample_budget` of it: a program that spends that is
     scored, its remaining tests timeouts, before the deadline can fire. The kernel's teardown of a
     sample's sandbox is waited for after the deadline, not inside it (whatever the program left
-    behind, its sample ends as its verdict), while the sample still holds its slot.
+    behind, its sample ends as its verdict), and not in the sample's slot either: the sample takes a
+    teardown slot (``max_parallel`` of them) before it gives its slot to the next one, so a teardown
+    the kernel stalls holds back new samples only once ``max_parallel`` of them are stalled. A batch
+    returns once all of its teardowns are done.
     """
 
     def __init__(
@@ -56,24 +66,41 @@ class CodeJudger(ScorerJudger):
         self.max_parallel = max_parallel
         self.sandbox_fusion_url = sandbox_fusion_url
         self._slots = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
+        self._tearing = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
 
     async def _score_one(self, payload: Payload) -> Any:
         args, kwargs = self._call_args(payload)
-        async with self._slots.get(), teardown_after():
-            try:
-                async with judge_deadline(self.judger_name, self.timeout):
-                    return await score_async(
-                        *args,
-                        limits=self.limits,
-                        sandbox_fusion_url=self.sandbox_fusion_url,
-                        budget_s=sample_budget(self.timeout),
-                        **kwargs,
-                    )
-            except Exception as exc:
-                return exc
+        tearing = self._tearing.get()
+        async with self._slots.get():
+            with teardowns_collected() as pending:
+                result = await self._judged(args, kwargs)
+            # the next sample starts while the kernel takes this one's sandbox down
+            await tearing.acquire()
+        try:
+            await wait_torn_down(pending)
+        finally:
+            tearing.release()
+        return result
+
+    async def _judged(self, args: Any, kwargs: dict[str, Any]) -> Any:
+        try:
+            async with judge_deadline(self.judger_name, self.timeout):
+                return await score_async(
+                    *args,
+                    limits=self.limits,
+                    sandbox_fusion_url=self.sandbox_fusion_url,
+                    budget_s=sample_budget(self.timeout),
+                    **kwargs,
+                )
+        except Exception as exc:
+            return exc
 
     async def _score(self, payloads: Sequence[Payload]) -> list[Any]:
-        return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+        if self.sandbox_fusion_url is not None or len(payloads) <= 1:
+            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+        # the next samples' sandboxes start while the current ones run (one per slot)
+        async with prepared_ahead(self.limits, ahead=self.max_parallel, samples=len(payloads)):
+            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
 
 
 class CodeJudgerConfig(ScorerJudgerConfig):
@@ -180,6 +207,14 @@ class CodeJudgerConfig(ScorerJudgerConfig):
         if self.backend == "local" and self.sandbox_fusion_url:
             raise ValueError("sandbox_fusion_url is set but backend='local': set backend='sandbox_fusion'")
         return self
+
+    def fitted_to(self, cpus: float) -> CodeJudgerConfig:
+        """This config for a worker that holds ``cpus`` CPUs of a larger machine (a Ray actor, one
+        of several on a node): at most that many sandboxes at once, unless ``max_parallel`` was
+        given. The default counts the whole machine's CPUs, which every actor on it would then use."""
+        if "max_parallel" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"max_parallel": max(1, math.ceil(cpus))})
 
     def build_local(self) -> CodeJudger:
         if self.backend == "local":

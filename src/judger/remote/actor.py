@@ -32,12 +32,16 @@ class JudgerActor:
     """
 
     def __init__(self, judger_config: JudgerConfig) -> None:
-        self.judger = judger_config.build_local()
+        self.judger = self._build(judger_config)
         _size_pool_to_reserved_cpus(self.judger)
         self._calls = 0
         self._payloads = 0
         # every top-level payload key this actor has received: shows what crosses the wire
         self._keys_seen: set[str] = set()
+
+    def _build(self, judger_config: JudgerConfig) -> Any:
+        """The judger this actor hosts (a subclass may build it otherwise)."""
+        return judger_config.build_local()
 
     def _count(self, payloads: Sequence[JudgerPayload]) -> None:
         self._calls += 1
@@ -61,8 +65,11 @@ class JudgerActor:
         return await self.judger.judge_payload(payload)
 
     async def stats(self) -> dict[str, Any]:
+        import ray
+
         return {
             "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
             "judger_name": self.judger.judger_name,
             "calls": self._calls,
             "payloads": self._payloads,

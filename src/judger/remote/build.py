@@ -58,7 +58,8 @@ def build_remote(cfg: JudgerConfig) -> Judger:
 
 
 def _actor_config(cfg: JudgerConfig, local: Judger, num_cpus: float) -> JudgerConfig:
-    """The config each actor builds: a sync handler gets as many threads as the CPUs it reserved.
+    """The config each actor builds: a sync handler gets as many threads as the CPUs it reserved,
+    a code judger as many sandboxes at once (:meth:`CodeJudgerConfig.fitted_to`).
 
     More threads than CPUs only make a CPU-bound handler's threads take turns at the GIL, and an
     actor call then ends with its threads' chunks finishing together, leaving the CPU idle until the
@@ -66,6 +67,9 @@ def _actor_config(cfg: JudgerConfig, local: Judger, num_cpus: float) -> JudgerCo
     ``num_threads`` (e.g. for a handler that blocks on I/O) is kept.
     """
 
+    fitted = getattr(cfg, "fitted_to", None)  # CodeJudgerConfig: sandboxes at once per actor
+    if callable(fitted):
+        return fitted(num_cpus)
     if not isinstance(local, NativeJudger) or cfg.num_threads is not None:
         return cfg
     if local.execution != "thread" or local.handler.kind != "sync":

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from judger.judgers.config import JudgerConfig
+from typing import Any
 
 # Ray restarts a dead or killed actor without limit (as ROLL and NeMo-RL do for reward workers):
 # a poison payload is bounded by the dispatcher's retries, not by the actor's restart budget.
@@ -31,14 +28,21 @@ def ensure_ray() -> None:
 
 
 def spawn_actor(
-    judger_config: JudgerConfig,
+    judger_config: Any,
     *,
     num_cpus: float,
     memory: int | None,
     max_concurrency: int,
     max_restarts: int = DEFAULT_MAX_RESTARTS,
+    actor_class: type | None = None,
+    args: tuple[Any, ...] = (),
+    env_vars: dict[str, str] | None = None,
 ) -> Any:
-    """Start one JudgerActor hosting ``judger_config.build_local()``; returns its handle."""
+    """Start one JudgerActor hosting ``judger_config.build_local()``; returns its handle.
+
+    ``actor_class`` (a JudgerActor subclass) is started instead, with ``(judger_config, *args)``;
+    ``env_vars`` are set in its process's environment before the interpreter starts.
+    """
     import ray
 
     from judger.remote.actor import JudgerActor
@@ -54,7 +58,9 @@ def spawn_actor(
     }
     if memory:
         options["memory"] = memory
-    return ray.remote(JudgerActor).options(**options).remote(judger_config)
+    if env_vars:
+        options["runtime_env"] = {"env_vars": env_vars}
+    return ray.remote(actor_class or JudgerActor).options(**options).remote(judger_config, *args)
 
 
 def kill_actor(handle: Any, *, restart: bool) -> None:

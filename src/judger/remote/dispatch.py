@@ -280,13 +280,15 @@ class Dispatcher:
 
     # --- one remote call -------------------------------------------------------------------------
 
-    async def _call(self, replica: Replica, method: str, arg: Any, size: int) -> Any:
+    async def _call(
+        self, replica: Replica, method: str, arg: Any, size: int, timeout: float | None = None
+    ) -> Any:
         from ray.exceptions import RayError, RayTaskError
 
         generation = replica.generation
         started = time.monotonic()
         ref = getattr(replica.handle, method).remote(arg)
-        timeout = self.call_timeout(size)
+        timeout = self.call_timeout(size) if timeout is None else timeout
         try:
             result = await _await_ref(ref, timeout)
         except RayTaskError as exc:
@@ -361,8 +363,15 @@ class Dispatcher:
         # two chunks in flight per replica by default, so that an actor never waits for its next call
         return min(self.chunk_size or max(1, self.max_in_flight // 2), self.max_in_flight)
 
-    async def run_one(self, payload: JudgerPayload) -> JudgerOutput:
-        """One payload's output; raises the judger's own exception, or the retry-exhausted error."""
+    async def run_one(
+        self, payload: JudgerPayload, *, method: str = "run_payload", timeout: float | None = None
+    ) -> JudgerOutput:
+        """One payload's output; raises the judger's own exception, or the retry-exhausted error.
+
+        ``method``: the actor method that takes it (another than ``run_payload`` for an actor class
+        of one's own, e.g. one that scores a block of a file); ``timeout``: this call's deadline
+        (default ``call_timeout(1)``). A call that loses its actor is made again on another replica.
+        """
         avoid: Replica | None = None
         lost: _Lost | None = None
         for attempt in range(self.max_retries + 1):
@@ -372,7 +381,7 @@ class Dispatcher:
             except _NoReplica:
                 break
             try:
-                return await self._call(replica, "run_payload", payload, 1)
+                return await self._call(replica, method, payload, 1, timeout)
             except _Lost as exc:
                 lost = exc
             finally:

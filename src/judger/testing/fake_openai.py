@@ -196,6 +196,9 @@ class FakeOpenAI:
         self.finish_reason: str | None = None
         self.responder: Callable[[str, int], str] | None = None
         self.delay = 0.0
+        # requests served at once (each for ``delay``), the rest queued as a real server queues them
+        self.capacity: int | None = None
+        self._serving: asyncio.Semaphore | None = None
         self.stall_seconds = 60.0
         self.models_status: int | None = None
         self.token_ids = True
@@ -225,7 +228,12 @@ class FakeOpenAI:
     async def _hold(self) -> Any:
         """Apply delay / failure / stall switches; a response object when the request must fail."""
         total = self.chat_requests + self.completion_requests
-        if self.delay:
+        if self.capacity:
+            if self._serving is None:
+                self._serving = asyncio.Semaphore(self.capacity)
+            async with self._serving:
+                await asyncio.sleep(self.delay)
+        elif self.delay:
             await asyncio.sleep(self.delay)
         if total <= self.fail_first:
             return JSONResponse({"error": {"message": "injected failure"}}, status_code=self.fail_status)

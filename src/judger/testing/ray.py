@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +183,58 @@ def fail_on_seven(response: str | None, label: Any, extra_info: dict[str, Any]) 
     if response == "7":
         raise ValueError("seven is not allowed")
     return {"score": float(response == str(label))}
+
+
+# --- a cluster of several nodes on this machine ---------------------------------------------------
+
+# GCS health checks every 0.5 s, a node declared dead after 3 missed: a test that removes a node sees
+# its actors' calls fail within seconds, not after Ray's production default of 15 s or more
+_FAST_NODE_DEATH = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+}
+
+
+@contextmanager
+def local_cluster(nodes: int = 2, cpus_per_node: int = 1) -> Iterator[Any]:
+    """A Ray cluster of ``nodes`` nodes on this machine (``ray.cluster_utils.Cluster``), which this
+    process does not join: give ``cluster.address`` to the command or the driver under test, and
+    ``cluster.remove_node(node)`` one of ``cluster.worker_nodes`` to lose it.
+
+    Ray's note of "the latest cluster" (``/tmp/ray/ray_current_cluster``, which a plain
+    ``ray.init()`` of any process on the machine would then join, even after this one is gone) is
+    not written: other tests and sessions here keep starting Rays of their own.
+    """
+    import ray._private.utils
+    from ray.cluster_utils import Cluster
+
+    write = ray._private.utils.write_ray_address
+    ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+    try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": cpus_per_node,
+                "include_dashboard": False,
+                "_system_config": _FAST_NODE_DEATH,
+            },
+        )
+    finally:
+        ray._private.utils.write_ray_address = write
+    try:
+        for _ in range(nodes - 1):
+            cluster.add_node(num_cpus=cpus_per_node)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def actors_by_node(cluster: Any, class_name: str) -> dict[str, list[dict[str, Any]]]:
+    """The cluster's actors of ``class_name`` (any state, any job) by the id of the node they ran on."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for info in cluster.global_state.actor_table(None).values():
+        if info["ActorClassName"] == class_name:
+            found.setdefault(info["Address"]["NodeID"], []).append(info)
+    return found

@@ -28,6 +28,14 @@ from judger.runtime.http import RETRY_STATUS, HttpClient, backoff_delay
 MODELS_PATH = "/v1/models"
 CHAT_PATH = "/v1/chat/completions"
 
+# Each host's requests in flight follow its pace (see ChatHosts): a new host starts with a few and,
+# while its answers come back fast, takes one more per answer (doubling per round trip, as TCP's slow
+# start); once an answer takes more than a share of the attempt's deadline, the host holds a quarter
+# fewer (once per round trip), then grows by one per round trip; a timed-out attempt halves it.
+START_IN_FLIGHT = 16
+_TARGET_SHARE = 0.5  # an answer within half its deadline leaves the other half for queueing noise
+_DECREASE = 0.75
+
 
 def normalize_host(host: str) -> str:
     """``"10.0.0.5:8000"``, ``"http://h:8000/"`` or ``"http://h:8000/v1"`` -> ``"http://h:8000"``."""
@@ -53,6 +61,12 @@ class HostState:
     model: str | None = None
     requests: int = 0
     errors: int = 0
+    limit: float = float(START_IN_FLIGHT)  # requests in flight allowed, following the host's pace
+    slow_start: bool = True  # no answer has been late yet: grow by one per answer
+    cut_at: float = 0.0  # when the limit was last cut: answers to requests sent before say nothing new
+
+    def has_room(self) -> bool:
+        return self.in_flight < max(1, int(self.limit))
 
 
 @dataclass(slots=True)
@@ -73,6 +87,14 @@ class ChatHosts:
     ``max_retries`` is the number of extra attempts after the first, each preferably on a host not
     yet tried for this request. A host that fails is avoided for ``cooldown`` seconds (doubling with
     consecutive failures, capped at ``backoff_cap``) unless every host is cooling down.
+
+    Each host also takes only as many requests at once as it answers in time: a server keeps the
+    requests it cannot start in a queue, where their deadline runs, so a burst larger than it can
+    serve within ``timeout`` would fail its tail. The bound starts at :data:`START_IN_FLIGHT` (at
+    most ``max_concurrency``), grows by one per answer back within a quarter of ``timeout``
+    (doubling per round trip, so a fast server is soon full), is cut by a quarter when an answer
+    takes more than half of ``timeout`` and halved when an attempt times out, then grows by one per
+    round trip again. Requests over it wait here, where no attempt's deadline runs.
     """
 
     def __init__(
@@ -95,7 +117,8 @@ class ChatHosts:
             )
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.hosts = [HostState(normalize_host(h)) for h in hosts]
+        start = float(min(START_IN_FLIGHT, max_concurrency))
+        self.hosts = [HostState(normalize_host(h), limit=start) for h in hosts]
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -109,6 +132,7 @@ class ChatHosts:
         self._pooled = HttpClient(timeout=timeout, max_connections=max_concurrency, headers=headers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._room: asyncio.Event | None = None  # set when a request gives its host's slot back
         self._lookups: dict[str, asyncio.Future[str]] = {}
 
     # --- per-loop state --------------------------------------------------------------------------
@@ -119,6 +143,7 @@ class ChatHosts:
             # asyncio primitives belong to one loop; each asyncio.run() gets its own
             self._loop = loop
             self._sem = asyncio.Semaphore(self.max_concurrency)
+            self._room = asyncio.Event()
             self._lookups = {}
         return self._sem
 
@@ -128,15 +153,53 @@ class ChatHosts:
 
     # --- balancing -------------------------------------------------------------------------------
 
-    def pick(self, tried: set[str]) -> HostState:
-        """The least-loaded host that is not cooling down, preferring hosts not in ``tried``."""
+    def pick(self, tried: set[str], among: list[HostState] | None = None) -> HostState:
+        """The least-loaded host that is not cooling down, preferring hosts not in ``tried``
+        (of ``among``, default every host)."""
         now = time.monotonic()
-        fresh = [h for h in self.hosts if h.url not in tried] or self.hosts
+        hosts = self.hosts if among is None else among
+        fresh = [h for h in hosts if h.url not in tried] or hosts
         healthy = [h for h in fresh if h.down_until <= now]
         if not healthy:
             return min(fresh, key=lambda h: (h.down_until, h.in_flight))
         least = min(h.in_flight for h in healthy)
         return random.choice([h for h in healthy if h.in_flight == least])
+
+    async def _take_host(self, tried: set[str]) -> HostState:
+        """The host this attempt goes to (as :meth:`pick` chooses among those with room), counted in
+        flight; waits while every host has as many requests as it answers in time."""
+        assert self._room is not None
+        while True:
+            open_hosts = [h for h in self.hosts if h.has_room()]
+            if open_hosts:
+                host = self.pick(tried, open_hosts)
+                host.in_flight += 1
+                return host
+            # no await between the look and the clear: a release cannot slip in between
+            self._room.clear()
+            await self._room.wait()
+
+    def _give_back(self, host: HostState) -> None:
+        host.in_flight -= 1
+        if self._room is not None:
+            self._room.set()  # synchronous: a cancel in a `finally` cannot lose it
+
+    def _paced(self, host: HostState, latency: float, sent: float) -> None:
+        """Follow the host's pace from an answer that took ``latency`` seconds (sent at ``sent``)."""
+        target = self.timeout * _TARGET_SHARE
+        if latency > target:
+            if sent >= host.cut_at:  # sent after the last cut: the cut was not enough
+                host.limit = max(1.0, host.limit * _DECREASE)
+                host.cut_at = time.monotonic()
+                host.slow_start = False
+        elif latency < target / 2 and host.limit < self.max_concurrency:
+            step = 1.0 if host.slow_start else 1.0 / host.limit
+            host.limit = min(float(self.max_concurrency), host.limit + step)
+
+    def _timed_out(self, host: HostState) -> None:
+        host.limit = max(1.0, host.limit / 2)
+        host.cut_at = time.monotonic()
+        host.slow_start = False
 
     def _failed(self, host: HostState) -> None:
         host.failures += 1
@@ -204,16 +267,18 @@ class ChatHosts:
         attempts = 0
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
-            host = self.pick(tried)
-            tried.add(host.url)
             retry_after: str | None = None
             async with sem:
-                host.in_flight += 1
+                host = await self._take_host(tried)
+                tried.add(host.url)
                 host.requests += 1
+                sent = time.monotonic()
                 try:
                     reply = await self._attempt(host, messages, params)
                 except _AttemptError as exc:
                     last, timed_out = str(exc), exc.timed_out
+                    if timed_out:
+                        self._timed_out(host)
                     code = exc.response.status_code if exc.response is not None else None
                     if (
                         code is not None
@@ -233,9 +298,10 @@ class ChatHosts:
                         break
                 else:
                     self._succeeded(host)
+                    self._paced(host, time.monotonic() - sent, sent)
                     return reply
                 finally:
-                    host.in_flight -= 1
+                    self._give_back(host)
             if attempt < self.max_retries:
                 await asyncio.sleep(backoff_delay(attempt, self.backoff_base, self.backoff_cap, retry_after))
         where = ", ".join(sorted(tried))
@@ -276,6 +342,7 @@ class ChatHosts:
                 "in_flight": h.in_flight,
                 "failures": h.failures,
                 "model": h.model,
+                "limit": int(h.limit),
             }
             for h in self.hosts
         }

@@ -37,14 +37,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from judger.core import loops
 from judger.core.deadlines import wait_for
 from judger.core.errors import JudgerError
+from judger.runtime.sandbox import ahead as ahead_module
 from judger.runtime.sandbox import bwrap, cgroups, janitor, uids
+from judger.runtime.sandbox.ahead import Ahead
 from judger.runtime.sandbox.inside import wire
 from judger.runtime.sandbox.seccomp import filter_program, fork_filter
 
@@ -357,6 +359,18 @@ async def wait_torn_down(
         await asyncio.wait([asyncio.wrap_future(future) for future in done], timeout=timeout)
 
 
+@contextlib.contextmanager
+def teardowns_collected() -> Iterator[list[concurrent.futures.Future[None]]]:
+    """The teardowns of the sandboxes released inside the block, collected for the caller to wait
+    for (:func:`wait_torn_down`) when it chooses, e.g. once it has given its slot to the next sample."""
+    pending: list[concurrent.futures.Future[None]] = []
+    token = _teardowns.set(pending)
+    try:
+        yield pending
+    finally:
+        _teardowns.reset(token)
+
+
 @contextlib.asynccontextmanager
 async def teardown_after() -> AsyncIterator[None]:
     """Sandboxes released inside the block are waited for at its end, not where they are released:
@@ -499,7 +513,48 @@ def _unconfined_launch() -> _Launch:
     return _Launch([sys.executable, "-I", SUPERVISOR_PATH], scratch, scratch=scratch)
 
 
+@contextlib.asynccontextmanager
+async def prepared_ahead(limits: SandboxLimits, *, ahead: int, samples: int) -> AsyncIterator[Ahead[Any]]:
+    """Within the block, sandboxes for ``limits`` start before the samples that take them: up to
+    ``ahead`` at once, for the ``samples`` to come (:mod:`.ahead`). Those left at its end are given
+    back and torn down before it ends."""
+    released: list[concurrent.futures.Future[None]] = []
+
+    def let_go(sandbox: _Sandbox) -> None:
+        released.append(sandbox.release())
+
+    preparing = Ahead(limits, ahead, samples, functools.partial(_launch, limits), _alive, let_go)
+    token = ahead_module.enter(preparing)
+    try:
+        yield preparing
+    finally:
+        ahead_module.leave(token)
+        try:
+            await preparing.close()
+        finally:
+            await wait_torn_down(released)
+
+
+def _alive(sandbox: _Sandbox) -> bool:
+    return sandbox.popen.poll() is None
+
+
 async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
+    """A sandbox for ``job``: one started ahead (:func:`prepared_ahead`), else one started now."""
+    preparing = ahead_module.current(limits)
+    sandbox = await preparing.take() if preparing is not None else None
+    if sandbox is None:
+        sandbox = await _launch(limits)
+    try:
+        await _send_job(sandbox, job)
+    except BaseException:
+        _let_go(sandbox)
+        raise
+    return sandbox
+
+
+async def _launch(limits: SandboxLimits) -> _Sandbox:
+    """A sandbox started, confined and waiting for its job on stdin."""
     cap = limits.output_mb * 1024 * 1024
     env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
     launch = _bwrap_launch(limits) if limits.isolation == "bwrap" else _unconfined_launch()
@@ -524,7 +579,6 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     try:
         await sandbox.connect()
         await _handshake(sandbox, launch)
-        await _send_job(sandbox, job)
     except BaseException:
         # cancelled or failed before the caller holds it: given back here
         launch.close_handshake()
