@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 import sys
@@ -52,14 +51,6 @@ def test_every_public_name_resolves(name: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert getattr(judger, name) is not None
-
-
-@pytest.mark.parametrize(("name", "home"), sorted(judger._MOVED.items()))
-def test_moved_names_still_resolve_with_a_warning_naming_their_home(name: str, home: str) -> None:
-    with pytest.warns(DeprecationWarning, match=re.escape(f"import it from {home}")):
-        value = getattr(judger, name)
-    assert value is getattr(importlib.import_module(home), name)
-    assert name not in judger.__all__
 
 
 def test_unknown_names_are_attribute_errors() -> None:

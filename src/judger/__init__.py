@@ -11,9 +11,6 @@ public API, pinned by ``tests/test_public_api.py``; everything else lives in sub
 
 from __future__ import annotations
 
-import importlib
-import warnings
-
 from judger.core.errors import JudgerError
 from judger.core.lazy import lazy_exports
 
@@ -85,38 +82,7 @@ _LAZY: dict[str, str] = {
     "CompassVerifierV2Config": "judger.verifiers",
 }
 
-# Names that were public here before the subpackages existed: still served, with a warning that
-# names their home, so code written against the first release keeps running.
-_MOVED: dict[str, str] = {
-    "gather_bounded": "judger.core.judger",
-    "JudgerOutputError": "judger.core.errors",
-    "HandlerHTTPError": "judger.core.errors",
-    "JudgeFailure": "judger.core.failure",
-    "JudgeTimeoutError": "judger.core.errors",
-    "RoutingError": "judger.core.errors",
-    "ProcessPool": "judger.runtime.procpool",
-    "LLMJudgerConfig": "judger.verifiers",
-    "CascadeJudgerConfig": "judger.verifiers",
-    "prepare_train_data": "judger.trainer",
-    "SingleTurnAgentLoop": "judger.trainer",
-    "SingleTurnAgentLoopConfig": "judger.trainer",
-    "run_judger": "judger.trainer",
-    # the one verl manager family; DapoRewardManager is its DAPORewardManager (verl's spelling)
-    "NaiveRewardManager": "judger.compat.verl.managers",
-    "BatchRewardManager": "judger.compat.verl.managers",
-    "DapoRewardManager": "judger.compat.verl.reward_managers",
-}
-
-
-_lazy = lazy_exports(__name__, _LAZY)
-
-
-def __getattr__(name: str) -> object:
-    module = _MOVED.get(name)
-    if module is None:
-        return _lazy(name)
-    warnings.warn(f"judger.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -1,5 +1,5 @@
 """judger's verl managers on torch-free batches: token-level arrays, extra info union, DAPO penalty,
-judgers inside, and the deprecated torch-free constructor form."""
+judgers inside."""
 
 from __future__ import annotations
 
@@ -237,34 +237,3 @@ def test_examine_prints_per_data_source() -> None:
         "[ground_truth] x",
         "[score] 0.25",
     ]
-
-
-def test_the_deprecated_torch_free_form_still_scores() -> None:
-    """``Manager(compute_score, reward_kwargs=...)`` and DAPO's old keywords: same rewards, a warning."""
-    with pytest.warns(DeprecationWarning, match="compute_score= by keyword"):
-        manager = NaiveRewardManager(compute_score, reward_kwargs={"bonus": 0.5})
-    out = manager(batch(), return_dict=True)
-    assert out["reward_tensor"][0, 2] == 1.5 and out["reward_extra_info"]["pred"] == ["7", None, None, None]
-
-    def score(data_source, solution_str, ground_truth, extra_info=None):
-        return float(solution_str == ground_truth)
-
-    with pytest.warns(DeprecationWarning, match="overlong_buffer_cfg"):
-        dapo = DAPORewardManager(
-            compute_score=score, eos_token="<eos>", max_resp_len=20, overlong_buffer_len=8, log_overlong=True
-        )
-    b = RewardBatch(
-        data_sources=["m", "m"],
-        responses=["42<eos>", "42"],
-        ground_truths=["42", "42"],
-        valid_response_lengths=[10, 16],
-        response_length=20,
-    )
-    out = dapo(b, return_dict=True)
-    assert out["reward_tensor"][0, 9] == 1.0 and out["reward_tensor"][1, 15] == pytest.approx(0.5)
-    assert out["reward_extra_info"]["overlong"] == [False, True]
-    with pytest.raises(TypeError, match="compute_score given twice"):
-        NaiveRewardManager(compute_score, 0, compute_score)
-    config = JudgerConfig(judger_name="em", reward_handler="judger.testing.handlers:exact_match")
-    with pytest.raises(TypeError, match="not a judger's"), pytest.warns(DeprecationWarning):
-        NaiveRewardManager(config, reward_kwargs={"bonus": 1})

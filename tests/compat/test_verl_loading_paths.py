@@ -201,10 +201,6 @@ def test_verl_constructor_forms() -> None:
         managers.NaiveRewardManager(tok, 0, max_resp_len=8, overlong_buffer_cfg=Overlong())
     with pytest.raises(TypeError, match="unknown reward_kwargs"):
         managers.NaiveRewardManager(tok, 0, bogus=1)
-    # one family: the torch-free module's old name is the same class, verl's signature included
-    with pytest.warns(DeprecationWarning, match="one manager family"):
-        from judger.compat.verl.reward_managers import NaiveRewardManager as NumpyNaive
-    assert NumpyNaive is managers.NaiveRewardManager
 
 
 def test_custom_verl_function_runs_through_batch_judge() -> None:

@@ -43,22 +43,6 @@ def test_each_manager_name_means_one_class_across_the_public_api() -> None:
     assert all(len(ids) == 1 for ids in found.values()), "two classes answer to one manager name"
 
 
-@pytest.mark.parametrize(
-    ("module", "name", "cls"),
-    [
-        ("judger", "NaiveRewardManager", managers.NaiveRewardManager),
-        ("judger", "BatchRewardManager", managers.BatchRewardManager),
-        ("judger", "DapoRewardManager", managers.DAPORewardManager),
-        ("judger.compat.verl.reward_managers", "NaiveRewardManager", managers.NaiveRewardManager),
-        ("judger.compat.verl.reward_managers", "BatchRewardManager", managers.BatchRewardManager),
-        ("judger.compat.verl.reward_managers", "DapoRewardManager", managers.DAPORewardManager),
-    ],
-)
-def test_old_import_paths_are_deprecated_aliases_of_the_family(module: str, name: str, cls: type) -> None:
-    with pytest.warns(DeprecationWarning):
-        assert getattr(importlib.import_module(module), name) is cls
-
-
 def test_the_core_module_holds_no_manager_of_its_own() -> None:
     assert not [n for n in vars(reward_managers) if n.endswith("RewardManager")]
     with pytest.raises(AttributeError):

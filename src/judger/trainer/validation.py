@@ -11,7 +11,6 @@ A sample that fails is FAILED with the reason (:func:`fail_invalid`), never trai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -139,14 +138,3 @@ def fail_invalid(state: RolloutState, problem: str) -> None:
     state.logprobs = None
     if state.prompt_ids is not None and token_ids_problem(state.prompt_ids, "prompt_ids") is not None:
         state.prompt_ids = None
-
-
-def first_problem(states: Sequence[RolloutState], vocab_size: int | None = None) -> str | None:
-    """The first problem among ``states`` (each marked FAILED with its own), or None."""
-    found = None
-    for state in states:
-        problem = sample_problem(state, vocab_size)
-        if problem is not None:
-            fail_invalid(state, problem)
-            found = found or problem
-    return found

@@ -13,7 +13,7 @@ managers verl loads through its own config, and a judger config that routes ever
   legacy ``DataProto`` managers (loaded with ``reward.reward_manager.source=importlib``) and
   torch-free batches; :mod:`.manager_judger` builds the judger behind one.
 - :mod:`.reward_managers`: the managers' torch-free core (``RewardBatch``, the reward array,
-  batch decoding); its old manager names are deprecated aliases of :mod:`.managers`' classes.
+  batch decoding).
 
 Every name here is imported by absolute path, so loading this file by path (as verl's loader does)
 gives the same, picklable, functions.

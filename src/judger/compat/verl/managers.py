@@ -39,8 +39,6 @@ judger config, judger, or function returning one, replacing the default).
 from __future__ import annotations
 
 import asyncio
-import functools
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -79,12 +77,6 @@ OPTION_NAMES = (
 
 Row = tuple[Any, str, Any, Any]
 """``(data_source, response text, ground truth, extra_info)``: what the judger scores."""
-
-
-def _is_score_source(obj: Any) -> bool:
-    """A compute_score, judger or judger config where verl passes its tokenizer (the deprecated
-    torch-free form, compute_score first); a tokenizer decodes."""
-    return obj is not None and not hasattr(obj, "decode") and (callable(obj) or is_judger_like(obj))
 
 
 def _states(rows: Sequence[Row]) -> list[RolloutState]:
@@ -156,8 +148,6 @@ class NaiveRewardManager:
     ) -> None:
         configured = plain(get_option(get_option(config, "reward"), "reward_kwargs", {})) or {}
         options = {**dict(configured), **reward_kwargs}
-        if _is_score_source(tokenizer):
-            tokenizer, compute_score = self._torch_free_form(tokenizer, compute_score, options)
         _check_tensor(tensor)
         self.config = config
         self.tokenizer = tokenizer
@@ -185,27 +175,6 @@ class NaiveRewardManager:
         self.failures = FailureLog(who)
         self._pending: list[tuple[tuple[tuple[Any, np.ndarray, Any, Any], int], asyncio.Future[Any]]] = []
         self.check_options()
-
-    def _torch_free_form(self, compute_score: Any, given: Any, options: dict[str, Any]) -> tuple[None, Any]:
-        """The deprecated torch-free form ``Manager(compute_score, reward_kwargs=..., ...)``: the
-        first argument is the scorer; ``reward_kwargs`` are its keywords; every result key is kept."""
-        if given is not None:
-            raise TypeError(f"{type(self).__name__}: compute_score given twice (first argument and keyword)")
-        warnings.warn(
-            f"{type(self).__name__}(compute_score, ...) is deprecated: pass compute_score= by keyword "
-            "(verl's signature: tokenizer, num_examine, compute_score)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        fn_kwargs = options.pop("reward_kwargs", None) or {}
-        if fn_kwargs and is_judger_like(compute_score):
-            raise TypeError(
-                f"{type(self).__name__}: reward_kwargs are a compute_score's keywords, not a judger's"
-            )
-        if fn_kwargs:
-            compute_score = functools.partial(compute_score, **fn_kwargs)
-        options.setdefault("reward_extra_keys", None)
-        return None, compute_score
 
     def _read_options(self, options: dict[str, Any]) -> None:
         """The manager's own options (``OPTION_NAMES``); anything left is refused by check_options."""
@@ -478,37 +447,17 @@ class BatchRewardManager(NaiveRewardManager):
     """verl's batch manager: the whole batch in one judger call (a batch ``compute_score`` included)."""
 
 
-_TORCH_FREE_DAPO = ("eos_token", "overlong_buffer_len", "overlong_penalty_factor", "log_overlong")
-
-
 class DAPORewardManager(NaiveRewardManager):
     """verl's DAPO manager: a trailing eos stripped, and the overlong penalty of ``overlong_buffer_cfg``.
 
     ``overlong_buffer_cfg`` (``enable``, ``len``, ``penalty_factor``, ``log``) and ``max_resp_len`` come
     from ``reward.reward_kwargs`` (verl's reward loop) or the constructor (verl's legacy form). The
-    eos stripped is the tokenizer's ``eos_token``. The deprecated torch-free keywords
-    ``eos_token``, ``overlong_buffer_len``, ``overlong_penalty_factor`` and ``log_overlong`` still
-    set the same.
+    eos stripped is the tokenizer's ``eos_token``.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        old = {key: kwargs.pop(key) for key in _TORCH_FREE_DAPO if key in kwargs}
-        if old:
-            warnings.warn(
-                f"DAPORewardManager({', '.join(sorted(old))}=...) is deprecated: give overlong_buffer_cfg="
-                "{'enable', 'len', 'penalty_factor', 'log'} (verl's keys) and the tokenizer's eos_token",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        if old.get("overlong_buffer_len") is not None:
-            kwargs["overlong_buffer_cfg"] = {
-                "enable": True,
-                "len": old["overlong_buffer_len"],
-                "penalty_factor": old.get("overlong_penalty_factor", 1.0),
-                "log": old.get("log_overlong", False),
-            }
         super().__init__(*args, **kwargs)
-        self.eos_token = old.get("eos_token") or getattr(self.tokenizer, "eos_token", None)
+        self.eos_token = getattr(self.tokenizer, "eos_token", None)
 
     def check_options(self) -> None:
         super().check_options()

@@ -14,14 +14,10 @@ lives here:
   sample lacks one).
 - :func:`decode_all`: every row of token ids decoded as ``tokenizer.decode(row,
   skip_special_tokens=True)`` decodes it, in one call of a fast tokenizer's Rust decoder.
-
-The names ``NaiveRewardManager``, ``BatchRewardManager`` and ``DapoRewardManager`` of this module
-are deprecated aliases of the managers' classes (``DapoRewardManager`` is ``DAPORewardManager``).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,21 +99,6 @@ class RewardBatch:
         return texts
 
 
-def normalize_score(result: Any) -> dict[str, Any]:
-    """verl's return convention: a dict (must hold ``score``), a number, or a tuple led by the score."""
-    if isinstance(result, Mapping):
-        if "score" not in result:
-            raise KeyError(f"compute_score returned a dict without 'score' (keys: {sorted(result)})")
-        return dict(result)
-    if isinstance(result, tuple):
-        result = result[0]
-    if hasattr(result, "item"):
-        result = result.item()
-    if isinstance(result, (bool, int, float)):
-        return {"score": float(result)}
-    raise TypeError(f"compute_score returned {type(result).__name__}; return a float or a dict with 'score'")
-
-
 def union_extra_info(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """``{key: [value of sample i, or None]}`` over the union of keys, in first-seen order."""
     keys: dict[str, None] = {}
@@ -181,25 +162,3 @@ def _row_key(row: Any) -> Any:
     if hasattr(row, "tobytes"):
         return (str(row.dtype), row.tobytes())
     return tuple(row.tolist() if hasattr(row, "tolist") else row)
-
-
-_ALIASES = {
-    "NaiveRewardManager": "NaiveRewardManager",
-    "BatchRewardManager": "BatchRewardManager",
-    "DapoRewardManager": "DAPORewardManager",
-}
-
-
-def __getattr__(name: str) -> Any:
-    target = _ALIASES.get(name)
-    if target is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"judger.compat.verl.reward_managers.{name} is judger.compat.verl.managers.{target}: import it "
-        "from there (one manager family, verl's spelling)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from judger.compat.verl import managers
-
-    return getattr(managers, target)

@@ -291,7 +291,6 @@ class Supervisor:
 
     def run_stdin(self) -> None:
         cap = self.limits["output_bytes"]
-        null = os.open(os.devnull, os.O_RDWR)
         for index, text in self.job["tests"]:
             try:
                 if self.zygote is not None:
@@ -344,7 +343,6 @@ class Supervisor:
                 },
                 produced,
             )
-        os.close(null)
 
     def serve_tests(self) -> None:
         mode = self.job["mode"]
