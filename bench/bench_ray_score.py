@@ -37,7 +37,7 @@ from typing import Any
 
 from bench_cli_score import gsm8k_rows, math_rows
 from judger.cli import ray_score, shards
-from judger.cli.score import default_config
+from judger.cli.judging import default_config
 from judger.cli.shards import BlockOptions, score_block
 from judger.cli.tally import Tally
 from judger.judgers.config import build_judger

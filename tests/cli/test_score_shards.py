@@ -233,7 +233,7 @@ def test_merged_tallies_summarise_as_one_tally() -> None:
 
 def test_only_rule_presets_are_sharded_unasked() -> None:
     from judger import ComposedJudgerConfig, GSM8KJudgerConfig, JudgerConfig, MathJudgerConfig, build_judger
-    from judger.cli.score import default_config
+    from judger.cli.judging import default_config
 
     def handler(response: str, label: str, extra_info: Any) -> dict[str, float]:
         return {"score": float(response == label)}
@@ -250,7 +250,7 @@ def test_only_rule_presets_are_sharded_unasked() -> None:
 def test_a_pool_server_is_started_for_judgers_that_may_grade_on_workers() -> None:
     from judger import GSM8KJudgerConfig, MathJudgerConfig, build_judger
     from judger.cli.pools import may_use_pool, uses_pool
-    from judger.cli.score import default_config
+    from judger.cli.judging import default_config
     from judger.compat.verl.router import VerlDefaultJudgerConfig
 
     router = build_judger(default_config())

@@ -106,7 +106,7 @@ def test_one_route_table() -> None:
         assert isinstance(route.config(None), JudgerConfig) and isinstance(route.config("verl"), JudgerConfig)
         assert callable(route.compute_score())
     # the CLI's default and the router read the same table
-    from judger.cli.score import default_config
+    from judger.cli.judging import default_config
 
     router = default_config("verl").build()
     for route in ROUTES:

@@ -14,7 +14,7 @@ import argparse
 from typing import Any
 
 from judger.cli import ray_score
-from judger.cli.score import load_config
+from judger.cli.judging import load_config
 from judger.judgers.config import CPUResourcesConfig, JudgerConfig, build_judger
 from judger.presets.loading import ConfigError
 

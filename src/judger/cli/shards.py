@@ -46,7 +46,7 @@ MIN_SHARDED_BYTES = 48 << 20
 """Smaller files are scored in one process: starting shard processes would cost more than it saves."""
 _PROBE = "judger shard hash probe"
 _SHARD_PRELOAD = (
-    "judger.cli.score",
+    "judger.cli.judging",
     "judger.cli.tally",
     "judger.cli.sink",
     "judger.compat.verl.router",
@@ -362,7 +362,7 @@ _shard: _Shard | None = None
 
 
 def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any, parent: int | None) -> None:
-    from judger.cli import score
+    from judger.cli.judging import build
     from judger.cli.pools import may_use_pool, size_process_pool, start_pools
     from judger.runtime.interrupts import ignore_interrupts
     from judger.runtime.procpool.forkserver import adopt_fork_server
@@ -376,7 +376,7 @@ def _start_shard(args: argparse.Namespace, pool_workers: int, pool_server: Any, 
     # a shard waits for its next call on a queue whose writing end every shard holds: if the main
     # process dies without stopping it (SIGKILL, an out-of-memory kill), only the kernel ends it
     die_with_parent(parent)
-    judger = score.build(args)
+    judger = build(args)
     size_process_pool(pool_workers)
     # workers forked from the run's pool server (see start_shards) start at once, so they start now
     # for a router's routes too; with a server of the shard's own, only for a judger that needs them
@@ -434,7 +434,7 @@ async def score_block(judger: Any, options: BlockOptions, first_number: int, dat
     actor): what the one-process run does for these lines, as a :class:`Block`."""
     import io
 
-    from judger.cli.score import score_states
+    from judger.cli.judging import score_states
     from judger.cli.sink import encode_line
     from judger.cli.tally import Tally
     from judger.core.rollout import Status

@@ -258,11 +258,11 @@ class ScorerJudgerConfig(JudgerConfig):
     @model_validator(mode="before")
     @classmethod
     def _fold_extra_info(cls, data: Any) -> Any:
-        return fold_extra_info(cls, data)
+        return fold_extra_info(cls.__name__, cls.xtuner_extra_info, data)
 
     @model_validator(mode="after")
     def _check_xtuner_options(self) -> ScorerJudgerConfig:
-        check_options(self)
+        check_options(self, self.xtuner_extra_info, self.compat)
         return self
 
     def handler_extra_info(self) -> dict[str, Any]:
@@ -294,7 +294,7 @@ class ScorerJudgerConfig(JudgerConfig):
 
     def build_local(self) -> Judger:
         if self.reward_handler is not None:
-            return build_with_handler(self)
+            return build_with_handler(self, self.handler_extra_info())
         return self.judger_class()(
             self.judger_name,
             self.scorer(),

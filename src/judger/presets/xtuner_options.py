@@ -25,32 +25,31 @@ from judger.judgers.native import NativeJudger
 
 if TYPE_CHECKING:
     from judger.core.judger import Judger
-    from judger.presets.base import ScorerJudgerConfig
 
 # Options of a NativeJudger's handler: meaningless for a built-in scorer.
 _HANDLER_ONLY: dict[str, Any] = {"batched": None, "handler_kwargs": {}, "num_threads": None}
 
 
-def fold_extra_info(cls: type[ScorerJudgerConfig], data: Any) -> Any:
-    """Move ``extra_info`` keys that name one of the preset's XTuner options into those fields."""
+def fold_extra_info(name: str, keys: tuple[str, ...], data: Any) -> Any:
+    """Move ``extra_info`` keys that name one of preset ``name``'s XTuner options (``keys``) into
+    those fields."""
     if not isinstance(data, dict) or not isinstance(data.get("extra_info"), dict):
         return data
     extra: dict[str, Any] = data["extra_info"]
-    keys = cls.xtuner_extra_info
     moved = {k: v for k, v in extra.items() if k in keys}
     for key, value in moved.items():
         if key in data and data[key] != value:
             raise ValueError(
-                f"{cls.__name__}: {key!r} is given both as a field ({data[key]!r}) and in extra_info "
+                f"{name}: {key!r} is given both as a field ({data[key]!r}) and in extra_info "
                 f"({value!r}); give it once"
             )
     return {**data, **moved, "extra_info": {k: v for k, v in extra.items() if k not in keys}}
 
 
-def check_options(cfg: ScorerJudgerConfig) -> None:
-    """Refuse every option the judger built from ``cfg`` would not honour, naming it."""
+def check_options(cfg: JudgerConfig, keys: tuple[str, ...], compat: str | None) -> None:
+    """Refuse every option the judger built from preset config ``cfg`` would not honour, naming it;
+    ``keys``: its XTuner ``extra_info`` options, ``compat``: its scorer's mode."""
     name = type(cfg).__name__
-    keys = type(cfg).xtuner_extra_info
     if cfg.reward_handler is None:
         if cfg.extra_info:
             known = ", ".join(keys) if keys else "none"
@@ -77,7 +76,7 @@ def check_options(cfg: ScorerJudgerConfig) -> None:
         for field in cfg.model_fields_set
         if field not in JudgerConfig.model_fields and field not in keys and field != "execution"
     )
-    if cfg.compat is not None and "compat" not in unused:
+    if compat is not None and "compat" not in unused:
         unused.append("compat")
     if unused:
         raise ValueError(
@@ -87,13 +86,15 @@ def check_options(cfg: ScorerJudgerConfig) -> None:
         )
 
 
-def build_with_handler(cfg: ScorerJudgerConfig) -> Judger:
-    """XTuner's preset with a ``reward_handler`` of its own: a NativeJudger over that handler."""
+def build_with_handler(cfg: JudgerConfig, handler_extra_info: dict[str, Any]) -> Judger:
+    """XTuner's preset with a ``reward_handler`` of its own: a NativeJudger over that handler, whose
+    ``extra_info`` is the preset's options as XTuner packs them (``handler_extra_info``) under the
+    config's own."""
 
     return NativeJudger(
         judger_name=cfg.judger_name,
         reward_handler=cfg.reward_handler,
-        extra_info={**cfg.handler_extra_info(), **cfg.extra_info},
+        extra_info={**handler_extra_info, **cfg.extra_info},
         request_timeout=cfg.request_timeout,
         on_error=cfg.on_error,
         timeout=cfg.timeout,
@@ -105,7 +106,7 @@ def build_with_handler(cfg: ScorerJudgerConfig) -> Judger:
     )
 
 
-def _handler_execution(cfg: ScorerJudgerConfig) -> Execution:
+def _handler_execution(cfg: JudgerConfig) -> Execution:
     """A preset's ``execution`` for the handler that replaces its scorer: "process" as asked; an
     "inline" the user set declares the handler bounded (threads); left alone, judger decides."""
     if cfg.execution == "process":
