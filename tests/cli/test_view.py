@@ -18,9 +18,9 @@ pytest.importorskip("math_verify")
 from fastapi.testclient import TestClient
 
 from judger.cli.main import build_parser, main
-from judger.cli.view import make_scorer
-from judger.cli.view_app import create_app
-from judger.cli.view_index import RolloutIndex
+from judger.cli.viewer.app import create_app
+from judger.cli.viewer.index import RolloutIndex
+from judger.cli.viewer.worker import make_scorer
 from judger.trainer.io import example_data
 
 pytestmark = [pytest.mark.py310, pytest.mark.clients_env]

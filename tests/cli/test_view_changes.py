@@ -25,10 +25,10 @@ from fastapi.testclient import TestClient
 
 from judger.cli.bad_rows import KEPT, BadRows
 from judger.cli.tally import Tally
-from judger.cli.view_app import create_app
-from judger.cli.view_cache import IndexCache
-from judger.cli.view_identity import FileChanged, Identity, Snapshot
-from judger.cli.view_index import RolloutIndex, build_kept
+from judger.cli.viewer.app import create_app
+from judger.cli.viewer.cache import IndexCache
+from judger.cli.viewer.identity import FileChanged, Identity, Snapshot
+from judger.cli.viewer.index import RolloutIndex, build_kept
 from judger.trainer.io import RowError
 
 pytestmark = pytest.mark.py310
@@ -167,7 +167,7 @@ def test_a_row_rewritten_within_the_clocks_tick_is_caught_by_what_it_holds(tmp_p
 def test_a_file_changed_while_it_is_indexed_is_not_kept_one_appended_to_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from judger.cli import view_index
+    from judger.cli.viewer import index as view_index
 
     path = tmp_path / "x.jsonl"
     real = view_index.build

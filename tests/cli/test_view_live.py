@@ -23,12 +23,11 @@ pytest.importorskip("math_verify")
 from fastapi.testclient import TestClient
 
 from judger.cli.main import build_parser, main
-from judger.cli.view import make_scorer
-from judger.cli.view_app import create_app
-from judger.cli.view_cache import IndexCache, scoring_key
-from judger.cli.view_index import RolloutIndex, build_kept, diff, prompt_hash
-from judger.cli.view_live import IndexJob, LiveIndex, in_process, index_file, index_in_background
-from judger.cli.view_worker import WorkerError, in_worker
+from judger.cli.viewer.app import create_app
+from judger.cli.viewer.cache import IndexCache, scoring_key
+from judger.cli.viewer.index import RolloutIndex, build_kept, diff, prompt_hash
+from judger.cli.viewer.live import IndexJob, LiveIndex, in_process, index_file, index_in_background
+from judger.cli.viewer.worker import WorkerError, in_worker, make_scorer
 from judger.trainer.io import example_data
 
 MATH = example_data("math_rollouts_dev.jsonl")
@@ -209,7 +208,7 @@ def test_a_worker_that_cannot_score_says_why(tmp_path: Path) -> None:
 
 
 def test_the_prompt_hash_is_the_same_in_every_process() -> None:
-    code = "from judger.cli.view_index import prompt_hash; print(prompt_hash('gsm8k', 'What is 1+1?'))"
+    code = "from judger.cli.viewer.index import prompt_hash; print(prompt_hash('gsm8k', 'What is 1+1?'))"
     other = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60
     )
@@ -297,7 +296,8 @@ def test_a_file_that_cannot_be_read_is_refused_before_serving(
 def test_a_file_is_indexed_chunk_by_chunk_with_one_judger_and_the_same_figures(
     tmp_path: Path, scored: tuple[dict[str, Any], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from judger.cli import score, view_build
+    from judger.cli import judging as score
+    from judger.cli.viewer import columns as view_build
 
     # 60 rows a chunk: the prompt of rows 57-64 is split between two chunks
     monkeypatch.setattr(view_build, "CHUNK_ROWS", 60)

@@ -22,14 +22,13 @@ from typing import Any
 import numpy as np
 
 from judger.cli.report import _prompt_text
-from judger.cli.view_build import finish_of
-from judger.cli.view_index import SKIPPED, VERDICTS, _json_text, plot_data, verdict_of
+from judger.cli.viewer import ASSETS
+from judger.cli.viewer.columns import finish_of
+from judger.cli.viewer.index import SKIPPED, VERDICTS, _json_text, plot_data, verdict_of
 from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
 from judger.trainer.io import json_default
 from judger.trainer.metrics import data_source_name
-
-ASSETS = Path(__file__).parent / "view_assets"
 
 
 class ReportSample:

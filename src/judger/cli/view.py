@@ -1,23 +1,21 @@
 """`judger view`: look at rollouts and their rewards in a browser.
 
-Any file ``judger score`` reads is indexed on the server (:mod:`judger.cli.view_index`) and paged to
-the page (:mod:`judger.cli.view_app`) on 127.0.0.1. Rewards already in the file are shown as they
+Any file ``judger score`` reads is indexed on the server (:mod:`judger.cli.viewer.index`) and paged to
+the page (:mod:`judger.cli.viewer.app`) on 127.0.0.1. Rewards already in the file are shown as they
 are; samples without one are scored on the way in by the default config, ``--preset`` or ``-c``
 (given explicitly, those score every sample again, as ``judger score`` does).
 
-The page is served at once, from the first rows (:mod:`judger.cli.view_live`), while a worker
-process (:mod:`judger.cli.view_worker`) indexes the whole file; the index is kept
-(:mod:`judger.cli.view_cache`), so the same file opens again at once.
+The page is served at once, from the first rows (:mod:`judger.cli.viewer.live`), while a worker
+process (:mod:`judger.cli.viewer.worker`) indexes the whole file; the index is kept
+(:mod:`judger.cli.viewer.cache`), so the same file opens again at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,50 +54,6 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def make_scorer(args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> Any:
-    """What judges chunk after chunk of states with the judger ``judger score`` would build;
-    ``progress`` is told how many more are judged, batch by batch."""
-    return ChunkScorer(args, progress)
-
-
-class ChunkScorer:
-    """One judger for every chunk of a file, as ``judger score`` keeps one: built, its pools started
-    and its event loop made on the first chunk; :meth:`close` closes them."""
-
-    def __init__(self, args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> None:
-        self.args, self.progress = args, progress
-        self._judger: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def __call__(self, states: list[Any]) -> None:
-        from judger.cli import score
-        from judger.cli.pools import start_pools
-
-        if self._judger is None:
-            self._loop = asyncio.new_event_loop()
-            self._judger = score.build(self.args)
-            start_pools(self._judger)
-        assert self._loop is not None
-        self._loop.run_until_complete(
-            score.score_states(self._judger, states, self.args.batch_size, self.progress)
-        )
-
-    def close(self) -> None:
-        from judger.cli.pools import close_shared_pool
-
-        judger, loop = self._judger, self._loop
-        self._judger = self._loop = None
-        if judger is None or loop is None:
-            return
-        try:
-            loop.run_until_complete(judger.aclose())
-        finally:
-            close_shared_pool()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
-
-
 def free_socket(port: int = 0) -> socket.socket:
     """A listening socket on 127.0.0.1 (never another interface)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -121,24 +75,24 @@ def _check_file(path: str) -> str | None:
 
 def _check_config(args: argparse.Namespace) -> str | None:
     """A config or preset that cannot be built, said before the server starts."""
-    from judger.cli import score
+    from judger.cli import judging
     from judger.presets.loading import ConfigError
 
     if args.compat and (args.config or args.preset):
         return "--compat applies to the default config only (drop -c / --preset)"
     if args.config or args.preset:
         try:
-            score.build(args)
+            judging.build(args)
         except ConfigError as exc:
             return str(exc)
     return None
 
 
 def plan_indexing(args: argparse.Namespace, paths: list[str]) -> list[tuple[Any, Any]]:
-    """A :class:`LiveIndex` per file, and the job that fills it (see view_live)."""
-    from judger.cli.view_cache import IndexCache, scoring_key
-    from judger.cli.view_live import IndexJob, LiveIndex
-    from judger.cli.view_worker import SCORING_ARGS, in_worker
+    """A :class:`LiveIndex` per file, and the job that fills it (see judger.cli.viewer.live)."""
+    from judger.cli.viewer.cache import IndexCache, scoring_key
+    from judger.cli.viewer.live import IndexJob, LiveIndex
+    from judger.cli.viewer.worker import SCORING_ARGS, in_worker
 
     explicit = bool(args.config or args.preset or args.compat)
     if args.no_cache:
@@ -164,7 +118,7 @@ def _index_once_serving(server: Any, plan: list[tuple[Any, Any]]) -> None:
     import threading
     import time
 
-    from judger.cli.view_live import IndexUnavailable, index_in_background
+    from judger.cli.viewer.live import IndexUnavailable, index_in_background
 
     def begin() -> None:
         while not server.started and not server.should_exit:
@@ -214,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from judger.cli.view_app import create_app
-    from judger.cli.view_worker import stop_workers
+    from judger.cli.viewer.app import create_app
+    from judger.cli.viewer.worker import stop_workers
 
     plan = plan_indexing(args, paths)
     indexes = [live for live, _ in plan]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judger.cli.view_cache import IndexCache
-from judger.cli.view_identity import CHANGED, GROWN, SAME
-from judger.cli.view_index import SKIPPED, Progress, RolloutIndex, Scorer, build_kept
+from judger.cli.viewer.cache import IndexCache
+from judger.cli.viewer.identity import CHANGED, GROWN, SAME
+from judger.cli.viewer.index import SKIPPED, Progress, RolloutIndex, Scorer, build_kept
 from judger.core.errors import JudgerError
 from judger.trainer.io import InputError
 

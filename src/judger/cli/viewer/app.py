@@ -8,7 +8,6 @@ and say so: ``complete`` is false and ``/api/meta`` tells the phase, until the w
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,11 +16,11 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from judger.cli.view_identity import FileChanged
-from judger.cli.view_index import VERDICTS, RolloutIndex, diff
-from judger.cli.view_live import IndexUnavailable, LiveIndex
+from judger.cli.viewer import ASSETS
+from judger.cli.viewer.identity import FileChanged
+from judger.cli.viewer.index import VERDICTS, RolloutIndex, diff
+from judger.cli.viewer.live import IndexUnavailable, LiveIndex
 
-ASSETS = Path(__file__).parent / "view_assets"
 MAX_PAGE = 500
 
 

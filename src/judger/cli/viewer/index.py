@@ -2,7 +2,7 @@
 
 The file is read (by :mod:`judger.trainer.io`, as ``judger score`` reads it), scored where it has no
 rewards, summarised by the code ``judger score`` prints with, and reduced to columns, chunk by chunk
-(:mod:`judger.cli.view_build`): numbers for what the table filters and sorts on, Arrow string
+(:mod:`judger.cli.viewer.columns`): numbers for what the table filters and sorts on, Arrow string
 arrays for the texts searched, and the byte offset (JSONL) or row position (Parquet) of each row,
 so that one sample's full row is read back from the file when it is opened. An index is kept as an
 Arrow file (its line offsets as a numpy one) and read back memory-mapped (:meth:`RolloutIndex.load`):
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from judger.cli.report import _prompt_text
-from judger.cli.view_build import (
+from judger.cli.viewer.columns import (
     FAILED,
     NUMERIC_COLUMNS,
     RIGHT,
@@ -49,7 +49,7 @@ from judger.cli.view_build import (
     states_of_row,
     verdict_of,
 )
-from judger.cli.view_identity import CHANGED, FileChanged, Snapshot, changed_message
+from judger.cli.viewer.identity import CHANGED, FileChanged, Snapshot, changed_message
 from judger.core.rollout import RolloutState
 from judger.trainer.io import InputError, RowError, json_default
 
@@ -174,7 +174,7 @@ class RolloutIndex:
     summary: dict[str, Any]
     errors: list[RowError]
     offsets: np.ndarray | None
-    # the columns (view_build.NUMERIC_COLUMNS, TEXT_COLUMNS): numpy arrays; Arrow arrays of text
+    # the columns (columns.NUMERIC_COLUMNS, TEXT_COLUMNS): numpy arrays; Arrow arrays of text
     row: np.ndarray
     response_index: np.ndarray
     source: np.ndarray
@@ -338,7 +338,7 @@ class RolloutIndex:
         }
 
     def file_state(self) -> str:
-        """How the file stands against what was indexed: view_identity's SAME, GROWN (rows
+        """How the file stands against what was indexed: identity.s SAME, GROWN (rows
         appended: those indexed are still there) or CHANGED (another file at the path, or written)."""
         return self.snapshot.state()
 

@@ -6,21 +6,23 @@ and scoring, and the states of the whole file live (and die) in memory that is n
 It reports on stdout, one line a phase, each line ``MARK`` then a JSON object; anything else a
 judger prints there is passed on to stderr.
 
-    python -m judger.cli.view_worker '{"path": ..., "stem": ..., "rescore": ..., "scoring": {...}}'
+    python -m judger.cli.viewer.worker '{"path": ..., "stem": ..., "rescore": ..., "scoring": {...}}'
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from judger.cli.view_index import Progress, RolloutIndex, build_kept
+from judger.cli.viewer.index import Progress, RolloutIndex, build_kept
 from judger.core.errors import JudgerError
 
 MARK = "judger-view-worker "
@@ -53,9 +55,51 @@ def _tell(**fields: Any) -> None:
     print(MARK + json.dumps(fields), flush=True)
 
 
-def work(spec: dict[str, Any]) -> None:
-    from judger.cli.view import make_scorer
+def make_scorer(args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> Any:
+    """What judges chunk after chunk of states with the judger ``judger score`` would build;
+    ``progress`` is told how many more are judged, batch by batch."""
+    return ChunkScorer(args, progress)
 
+
+class ChunkScorer:
+    """One judger for every chunk of a file, as ``judger score`` keeps one: built, its pools started
+    and its event loop made on the first chunk; :meth:`close` closes them."""
+
+    def __init__(self, args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> None:
+        self.args, self.progress = args, progress
+        self._judger: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, states: list[Any]) -> None:
+        from judger.cli import judging
+        from judger.cli.pools import start_pools
+
+        if self._judger is None:
+            self._loop = asyncio.new_event_loop()
+            self._judger = judging.build(self.args)
+            start_pools(self._judger)
+        assert self._loop is not None
+        self._loop.run_until_complete(
+            judging.score_states(self._judger, states, self.args.batch_size, self.progress)
+        )
+
+    def close(self) -> None:
+        from judger.cli.pools import close_shared_pool
+
+        judger, loop = self._judger, self._loop
+        self._judger = self._loop = None
+        if judger is None or loop is None:
+            return
+        try:
+            loop.run_until_complete(judger.aclose())
+        finally:
+            close_shared_pool()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+
+
+def work(spec: dict[str, Any]) -> None:
     args = argparse.Namespace(**spec["scoring"])
 
     def progress(phase: str, count: int) -> None:
@@ -79,16 +123,16 @@ def main(argv: list[str]) -> int:
 
 
 def in_worker(path: Path, scoring: dict[str, Any], rescore: bool) -> Any:
-    """A :data:`judger.cli.view_live.Builder` that indexes ``path`` in a worker process."""
+    """A :data:`judger.cli.viewer.live.Builder` that indexes ``path`` in a worker process."""
 
     def build(stem: Path | None, progress: Progress) -> RolloutIndex:
         if stem is None:
             raise ValueError("a worker needs a folder to keep the index it builds in")
         spec = {"path": str(path), "stem": str(stem), "rescore": rescore, "scoring": scoring}
-        src = str(Path(__file__).resolve().parents[2])
+        src = str(Path(__file__).resolve().parents[3])
         env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "judger.cli.view_worker", json.dumps(spec)],
+            [sys.executable, "-m", "judger.cli.viewer.worker", json.dumps(spec)],
             stdout=subprocess.PIPE,
             text=True,
             env=env,

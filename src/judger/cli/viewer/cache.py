@@ -1,6 +1,6 @@
 """Where ``judger view`` keeps the indexes it built, so that a file opened again opens at once.
 
-An index is keyed by the file (its :class:`~judger.cli.view_identity.Identity`: resolved path,
+An index is keyed by the file (its :class:`~judger.cli.viewer.identity.Identity`: resolved path,
 device and inode, size, mtime and ctime), by what decides the rewards given on the way in (the
 config, preset or compat mode, and whether every sample is scored again) and by the judger version;
 any change to one of them is another key, so a changed file or config is indexed again, never shown
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from judger.cli.view_identity import Identity
-from judger.cli.view_index import RolloutIndex
+from judger.cli.viewer.identity import Identity
+from judger.cli.viewer.index import RolloutIndex
 
 # what a saved index holds changes with this: an older one is then never read back
 FORMAT = 2

@@ -1,4 +1,4 @@
-// judger view: the page. Plain JS over the JSON endpoints of judger.cli.view_app; in a static report
+// judger view: the page. Plain JS over the JSON endpoints of judger.cli.viewer.app; in a static report
 // (judger score --html) the data is embedded as window.JUDGER_REPORT and nothing is fetched.
 "use strict";
 
