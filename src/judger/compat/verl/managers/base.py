@@ -1,39 +1,15 @@
-"""Reward managers that verl 0.9 loads through its own config, backed by a judger's ``batch_judge``.
+"""The core of judger's verl reward managers: one class serving verl's three calling conventions.
 
-verl's trainer builds its reward manager in each reward-loop worker with
-``cls(config=config, tokenizer=tokenizer, compute_score=fn, reward_router_address=...,
-reward_model_tokenizer=...)`` and calls ``await manager.run_single(one_sample_dataproto)`` for every
-sample of a chunk at once; the driver then calls ``cls.assemble_rm_scores(data, scores)``. Point it
-here with::
+Each convention reduces its batch to ``(data_source, response, ground_truth, extra_info)`` rows and
+their valid lengths, judged together by :func:`~judger.compat.verl.batch.score_rows`:
 
-    reward.reward_manager.source=importlib
-    reward.reward_manager.module.path=pkg://judger.compat.verl.managers
-    reward.reward_manager.name=NaiveRewardManager      # or DAPORewardManager, BatchRewardManager
+- verl 0.9's reward loop: concurrent ``run_single`` calls of one chunk, gathered into one batch;
+- verl's legacy ``DataProto`` call (``manager(data, return_dict=True)``): a torch reward tensor;
+- a torch-free :class:`~judger.compat.verl.reward_managers.RewardBatch`: a NumPy array.
 
-The concurrent ``run_single`` calls of one chunk are gathered into one ``batch_judge`` call (so
-identical answers are graded once and heavy scorers share the process pool). verl's older
-``DataProto`` managers (``NaiveRewardManager(tokenizer, num_examine, compute_score, ...)`` called as
-``manager(data, return_dict=True)``) are served by the same classes, and so are batches without
-torch: a :class:`~judger.compat.verl.reward_managers.RewardBatch` (or a mapping with its keys) gives
-a NumPy array (``tensor="torch"``: a torch tensor). These three classes are judger's one verl
-manager family; :mod:`judger.compat.verl.reward_managers` is their torch-free core.
-
-Which judger: verl's or judger's ``default_compute_score`` (verl's default when no
-``reward.custom_reward_function`` is set) becomes judger's router by ``data_source``
-(:func:`~judger.compat.verl.router.default_judger_config`), with the options bound on it (verl's
-``reward.sandbox_fusion`` settings, ``custom_reward_function.reward_kwargs``) applied or refused by
-name (:mod:`.default_options`); any other ``compute_score`` is called as verl's managers call it
-(``async def`` awaited, ``reward_router_address`` / ``reward_model_tokenizer`` passed when verl
-serves a reward model, ``extra_info`` with verl's ``num_turns``, ``rollout_reward_scores`` and
-``tool_extra_fields``, a float result also recorded as ``acc``).
-Options come from ``reward.reward_kwargs`` (verl's DAPO reads it too) and the
-constructor's keyword arguments: ``compat`` (``"verl"``: verl's scores), ``failure_score`` (the
-reward of a sample judger cannot score, logged with its reason: by default ``"lowest"``, the lowest
-score its judger gives that sample -- DAPO's -1, a grader's B -- or 0.0 where the judger declares none;
-:mod:`judger.core.failure_reward`), ``reward_extra_keys``
-(the ``reward_extra_info`` keys; default ``score, acc, pred, judge_failure`` -- ``acc`` makes verl's
-headline validation metric ``acc``; ``[]`` keeps it ``reward``), ``judger`` (an import string of a
-judger config, judger, or function returning one, replacing the default).
+The managers verl names (:mod:`.naive`, :mod:`.batch`, :mod:`.dapo`) are this class with what makes
+each one verl's: DAPO declares :attr:`RewardManager.overlong_penalty` and overrides the hooks
+(``extra_info``, ``strip``, ``adjust``) it changes.
 """
 
 from __future__ import annotations
@@ -41,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -49,10 +25,10 @@ from judger.compat.verl.batch import (
     DEFAULT_EXTRA_KEYS,
     FAILURE_KEY,
     FailureLog,
-    overlong_penalty,
+    Failures,
+    Row,
     run_sync,
-    to_state,
-    warn_missing_labels,
+    score_rows,
 )
 from judger.compat.verl.manager_judger import (
     default_function_options,
@@ -63,8 +39,6 @@ from judger.compat.verl.manager_judger import (
 )
 from judger.compat.verl.reward_managers import RewardBatch, decode_all, reward_array, union_extra_info
 from judger.core.failure_reward import FailureReward
-from judger.core.judger import BaseJudger
-from judger.core.rollout import RolloutState, Status
 
 OPTION_NAMES = (
     "compat",
@@ -74,38 +48,6 @@ OPTION_NAMES = (
     "max_resp_len",
     "overlong_buffer_cfg",
 )
-
-Row = tuple[Any, str, Any, Any]
-"""``(data_source, response text, ground truth, extra_info)``: what the judger scores."""
-
-
-def _states(rows: Sequence[Row]) -> list[RolloutState]:
-    """The rows as COMPLETED states; built without a second validation where every value is
-    already of its field's type (a string data source and response), as verl's batches give them."""
-    completed = Status.COMPLETED
-    values = []
-    for ds, text, truth, info in rows:
-        if type(ds) is not str or type(text) is not str:
-            return [to_state(*row) for row in rows]
-        has_info = info and (type(info) is dict or isinstance(info, Mapping))
-        values.append(
-            {
-                "data_source": ds,
-                "response": text,
-                "reward_model": {"ground_truth": truth},
-                "status": completed,
-                "extra_fields": {"extra_info": dict(info)} if has_info else {},
-            }
-        )
-    return RolloutState.from_checked_many(values)
-
-
-async def judge_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutState]:
-    """``(data_source, response, ground_truth, extra_info)`` rows judged in one ``batch_judge``."""
-    if not rows:
-        return []
-    warn_missing_labels([row[0] for row in rows], [row[2] for row in rows])
-    return await judger.batch_judge(_states(rows))
 
 
 def _valid_lengths(mask: Any) -> np.ndarray:
@@ -126,11 +68,14 @@ def _check_tensor(tensor: str) -> None:
             raise ImportError("tensor='torch' needs torch installed; use the default tensor='numpy'") from exc
 
 
-class NaiveRewardManager:
-    """verl's naive reward manager over a judger: verl's reward loop (``run_single``), verl's
+class RewardManager:
+    """A verl reward manager over a judger: verl's reward loop (``run_single``), verl's
     ``DataProto`` call, and torch-free batches (:class:`RewardBatch`)."""
 
     _class_initialized = False
+    overlong_penalty: ClassVar[bool] = False
+    """Whether :meth:`adjust` applies ``overlong_buffer_cfg`` (DAPO's); a manager without it refuses
+    an enabled one rather than ignore it."""
 
     def __init__(
         self,
@@ -173,6 +118,7 @@ class NaiveRewardManager:
         self.judger = manager_judger(who, compute_score, self._judger_option, self.defaults, genrm)
         self.failure_reward = FailureReward(self._failure_setting, self.judger, "reward_kwargs.failure_score")
         self.failures = FailureLog(who)
+        self._outcomes = Failures(self.failure_reward, self.failures, self.on_failure)
         self._pending: list[tuple[tuple[tuple[Any, np.ndarray, Any, Any], int], asyncio.Future[Any]]] = []
         self.check_options()
 
@@ -201,7 +147,7 @@ class NaiveRewardManager:
 
     def check_options(self) -> None:
         unknown = sorted(set(self.options))
-        if get_option(self.overlong_buffer_cfg, "enable", False) and not isinstance(self, DAPORewardManager):
+        if get_option(self.overlong_buffer_cfg, "enable", False) and not self.overlong_penalty:
             raise TypeError(
                 f"{type(self).__name__}: overlong_buffer_cfg is enabled but only DAPORewardManager applies "
                 "the overlong penalty; set reward.reward_manager.name=DAPORewardManager or disable it"
@@ -222,23 +168,18 @@ class NaiveRewardManager:
         self, rows: Sequence[Row], lengths: Sequence[int] | np.ndarray
     ) -> list[tuple[float, dict[str, Any]]]:
         """Judge ``(data_source, response, ground_truth, extra_info)`` rows: (reward, extra info) each."""
-        states = run_sync(judge_rows(self.judger, rows)) if rows else []
+        states = run_sync(score_rows(self.judger, rows)) if rows else []
         return self._finish(states, lengths)
 
     def _finish(
         self, states: Sequence[Any], lengths: Sequence[int] | np.ndarray
     ) -> list[tuple[float, dict[str, Any]]]:
         keys, as_float = self.reward_extra_keys, self.defaults.as_float
-        adjust = None if type(self).adjust is NaiveRewardManager.adjust else self.adjust
+        adjust = self.adjust if self.overlong_penalty else None
+        outcome = self._outcomes.outcome
         out = []
         for state, length in zip(states, lengths):
-            reward = state.reward
-            failed = reward is None
-            if failed:
-                reward = self._failed(state)
-            score = float(reward["score"])
-            if not failed:
-                self.failure_reward.watch(state, score)
+            score, reward, failed = outcome(state)
             info: dict[str, Any]
             if as_float:
                 info = {"acc": score}
@@ -251,25 +192,9 @@ class NaiveRewardManager:
             out.append((score, info) if adjust is None else adjust(score, int(length), info))
         return out
 
-    def _failed(self, state: Any) -> dict[str, Any]:
-        """What a sample the judger could not score gets (on_failure='raise': an error instead)."""
-        if self.on_failure == "raise":
-            raise ValueError(
-                f"{type(self).__name__}: a sample of data_source={state.data_source!r} could not "
-                f"be scored (on_failure='raise'): {state.error_msg}"
-            )
-        score = self.failure_reward.of(state)
-        self.failures.record(state, score)
-        failure = state.extra_fields.get(FAILURE_KEY) or {}
-        return {
-            "score": score,
-            "acc": False,
-            "pred": None,
-            FAILURE_KEY: failure.get("kind", "error"),
-        }
-
     def adjust(self, reward: float, length: int, info: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        """The sample's reward from its score (DAPO adds the overlong penalty)."""
+        """The sample's reward from its score and valid length; called only where
+        :attr:`overlong_penalty` is declared (DAPO adds the penalty)."""
         return reward, info
 
     # --- verl's reward loop ----------------------------------------------------------------------
@@ -354,7 +279,7 @@ class NaiveRewardManager:
             undecoded = [p[0][0] for p in pending]
             texts = decode_all(self.tokenizer, [ids for _, ids, _, _ in undecoded])
             rows = [(ds, self.strip(text), gt, extra) for (ds, _, gt, extra), text in zip(undecoded, texts)]
-            states = await judge_rows(self.judger, rows)
+            states = await score_rows(self.judger, rows)
             results = self._finish(states, [p[0][1] for p in pending])
         except BaseException as exc:
             for _, future in pending:
@@ -384,7 +309,10 @@ class NaiveRewardManager:
         """verl's legacy manager call: a ``DataProto`` in, the reward tensor (and extra info) out; or
         a :class:`RewardBatch` (or mapping) in, a NumPy array out (torch with ``tensor="torch"``)."""
         if not hasattr(data, "non_tensor_batch"):
-            return self._call_batch(RewardBatch.coerce(data), return_dict)
+            batch = RewardBatch.coerce(data)
+            lengths, width = batch.checked_lengths()
+            rows = self._batch_rows(batch)
+            return self._rewards(rows, lengths, width, batch.prompts, self._as_tensor, return_dict)
         if "rm_scores" in data.batch.keys():  # noqa: SIM118 - TensorDict refuses `in`
             scores = data.batch["rm_scores"]
             if not return_dict:
@@ -395,33 +323,44 @@ class NaiveRewardManager:
 
         rows, lengths = self._rows(data)
         responses = data.batch["responses"]
-        results = self._score(rows, lengths)
-        rewards = [reward for reward, _ in results]
-        tensor = torch.from_numpy(reward_array(lengths, rewards, responses.shape[-1]))
-        if tensor.device != responses.device:
-            tensor = tensor.to(responses.device)
-        self._examine(rows, rewards, None)
-        if not return_dict:
-            return tensor
-        return {"reward_tensor": tensor, "reward_extra_info": union_extra_info([info for _, info in results])}
 
-    def _call_batch(self, batch: RewardBatch, return_dict: bool) -> Any:
-        lengths, width = batch.checked_lengths()
+        def on_device(array: np.ndarray) -> Any:
+            tensor = torch.from_numpy(array)
+            return tensor if tensor.device == responses.device else tensor.to(responses.device)
+
+        return self._rewards(rows, lengths, responses.shape[-1], None, on_device, return_dict)
+
+    def _batch_rows(self, batch: RewardBatch) -> list[Row]:
         texts = batch.texts(self.tokenizer)
         infos = list(batch.extra_infos) if batch.extra_infos is not None else [None] * len(batch)
         strip = self.strip
-        rows = [
+        return [
             (ds, strip(text), gt, info)
             for ds, text, gt, info in zip(batch.data_sources, texts, batch.ground_truths, infos)
         ]
-        results = self._score(rows, lengths)
-        rewards = [reward for reward, _ in results]
-        tensor: Any = reward_array(lengths, rewards, width)
+
+    def _as_tensor(self, array: np.ndarray) -> Any:
         if self.tensor == "torch":
             import torch
 
-            tensor = torch.from_numpy(tensor)
-        self._examine(rows, rewards, batch.prompts)
+            return torch.from_numpy(array)
+        return array
+
+    def _rewards(
+        self,
+        rows: Sequence[Row],
+        lengths: np.ndarray,
+        width: int,
+        prompts: Sequence[str] | None,
+        tensor_of: Callable[[np.ndarray], Any],
+        return_dict: bool,
+    ) -> Any:
+        """The rows scored: each reward at its last valid token of a ``width``-wide array (made a
+        tensor by ``tensor_of``), with verl's ``reward_extra_info`` when ``return_dict``."""
+        results = self._score(rows, lengths)
+        rewards = [reward for reward, _ in results]
+        tensor = tensor_of(reward_array(lengths, rewards, width))
+        self._examine(rows, rewards, prompts)
         if not return_dict:
             return tensor
         return {"reward_tensor": tensor, "reward_extra_info": union_extra_info([info for _, info in results])}
@@ -441,55 +380,3 @@ class NaiveRewardManager:
             self.printer(f"[response] {text}")
             self.printer(f"[ground_truth] {truth}")
             self.printer(f"[score] {rewards[i]}")
-
-
-class BatchRewardManager(NaiveRewardManager):
-    """verl's batch manager: the whole batch in one judger call (a batch ``compute_score`` included)."""
-
-
-class DAPORewardManager(NaiveRewardManager):
-    """verl's DAPO manager: a trailing eos stripped, and the overlong penalty of ``overlong_buffer_cfg``.
-
-    ``overlong_buffer_cfg`` (``enable``, ``len``, ``penalty_factor``, ``log``) and ``max_resp_len`` come
-    from ``reward.reward_kwargs`` (verl's reward loop) or the constructor (verl's legacy form). The
-    eos stripped is the tokenizer's ``eos_token``.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.eos_token = getattr(self.tokenizer, "eos_token", None)
-
-    def check_options(self) -> None:
-        super().check_options()
-        cfg = self.overlong_buffer_cfg
-        if cfg is not None and get_option(cfg, "enable", False):
-            if self.max_resp_len is None:
-                raise ValueError("DAPORewardManager: overlong_buffer_cfg.enable needs max_resp_len")
-            if not 0 < int(get_option(cfg, "len", 0)) <= int(self.max_resp_len):
-                raise ValueError("DAPORewardManager: overlong_buffer_cfg.len must be in (0, max_resp_len]")
-
-    def extra_info(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """verl's DAPO manager hands the row's ``extra_info`` as it is."""
-        return dict(fields.get("extra_info") or {})
-
-    def extra_infos(self, columns: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
-        infos = columns.get("extra_info")
-        return [dict((infos[i] if infos is not None else None) or {}) for i in range(n)]
-
-    def strip(self, text: str) -> str:
-        eos = self.eos_token
-        return text[: -len(eos)] if eos and text.endswith(eos) else text
-
-    def adjust(self, reward: float, length: int, info: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        cfg = self.overlong_buffer_cfg
-        if cfg is None or not get_option(cfg, "enable", False):
-            return reward, info
-        penalty = overlong_penalty(
-            length,
-            int(self.max_resp_len),
-            int(get_option(cfg, "len")),
-            float(get_option(cfg, "penalty_factor", 1.0)),
-        )
-        if get_option(cfg, "log", False):
-            info = {**info, "overlong_reward": penalty, "overlong": penalty < 0}
-        return reward + penalty, info
