@@ -16,8 +16,9 @@ identical answers are graded once and heavy scorers share the process pool). ver
 ``manager(data, return_dict=True)``) are served by the same classes, and so are batches without
 torch: a :class:`~judger.compat.verl.reward_managers.RewardBatch` (or a mapping with its keys) gives
 a NumPy array (``tensor="torch"``: a torch tensor). These three classes are judger's one verl
-manager family, a file each as in verl (:mod:`.naive`, :mod:`.batch`, :mod:`.dapo`) over one core
-(:mod:`.base`); :mod:`judger.compat.verl.reward_managers` is their torch-free part.
+manager family, a file each as in verl (:mod:`.naive`, :mod:`.batch`, :mod:`.dapo`) over one base
+(:mod:`.base`, a file per calling convention); :mod:`judger.compat.verl.reward_managers` is their
+torch-free part.
 
 Which judger: verl's or judger's ``default_compute_score`` (verl's default when no
 ``reward.custom_reward_function`` is set) becomes judger's router by ``data_source``
@@ -39,8 +40,8 @@ judger config, judger, or function returning one, replacing the default).
 
 from __future__ import annotations
 
-from judger.compat.verl.managers.base import OPTION_NAMES
 from judger.compat.verl.managers.batch import BatchRewardManager
+from judger.compat.verl.managers.core import OPTION_NAMES
 from judger.compat.verl.managers.dapo import DAPORewardManager
 from judger.compat.verl.managers.naive import NaiveRewardManager
 
