@@ -1,23 +1,21 @@
 """Judge a batch of verl samples with a judger and hand back what verl needs: a number per sample.
 
-Shared by :func:`~judger.compat.verl.compute_score.default_compute_score_batch` and the reward
-managers. A sample the judger cannot score (FAILED) gets ``failure_score`` (by default the lowest
-score its route gives, :mod:`judger.core.failure_reward`) and a ``judge_failure`` entry naming the
-failure kind, and the failure is logged with its message: verl needs a number in the reward tensor,
-and the user needs to hear about it.
+:func:`score_rows` is the one judging of verl's rows, shared by every calling convention (the reward
+managers, :func:`~judger.compat.verl.compute_score.default_compute_score_batch`). A sample the
+judger cannot score (FAILED) gets ``failure_score`` (by default the lowest score its route gives,
+:mod:`judger.core.failure_reward`) and a ``judge_failure`` entry naming the failure kind
+(:class:`Failures`), and the failure is logged with its message: verl needs a number in the reward
+tensor, and the user needs to hear about it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
-from judger.compat.verl.default_options import DefaultOptions
-from judger.compat.verl.result import RESULT_KEYS, VerlScore
 from judger.core import loops
-from judger.core.failure_reward import FailureReward, FailureRewardSetting
+from judger.core.failure_reward import FailureReward
 from judger.core.judger import BaseJudger
 from judger.core.rollout import RolloutState, Status
 from judger.core.sparse_log import SparseLog
@@ -34,13 +32,6 @@ DEFAULT_EXTRA_KEYS = ("score", "acc", "pred", FAILURE_KEY)
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from sync code, also when the caller already runs an event loop."""
     return loops.run_sync(lambda: coro)
-
-
-def overlong_penalty(length: int, max_resp_len: int, buffer_len: int, factor: float) -> float:
-    """verl's DAPO overlong penalty (<= 0) for a response of ``length`` valid tokens: linear over the
-    last ``buffer_len`` tokens before ``max_resp_len``, ``-factor`` at the limit."""
-    exceed = length - (max_resp_len - buffer_len)
-    return min(-exceed / buffer_len * factor, 0.0)
 
 
 def to_state(data_source: Any, response: Any, ground_truth: Any, extra_info: Any) -> RolloutState:
@@ -85,23 +76,6 @@ class FailureLog:
             )
 
 
-def result_of(state: RolloutState, failure_score: float, keys: Sequence[str] | None) -> dict[str, Any]:
-    """``{"score": number, ...}`` for one judged state; only ``keys`` (in that order) when given."""
-    if state.reward is None:
-        failure = state.extra_fields.get(FAILURE_KEY) or {}
-        result: dict[str, Any] = {
-            "score": float(failure_score),
-            "acc": False,
-            "pred": None,
-            FAILURE_KEY: failure.get("kind", "error"),
-        }
-    else:
-        result = {**state.reward, FAILURE_KEY: None}
-    if keys is None:
-        return result
-    return {key: result.get(key) for key in keys}
-
-
 _missing_labels = SparseLog()
 
 
@@ -119,63 +93,71 @@ def warn_missing_labels(data_sources: Sequence[Any], ground_truths: Sequence[Any
                 )
 
 
-async def judge_rows(
-    judger: BaseJudger,
-    data_sources: Sequence[Any],
-    responses: Sequence[Any],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Any] | None,
-) -> list[RolloutState]:
-    n = len(data_sources)
-    if not len(responses) == len(ground_truths) == n or (extra_infos is not None and len(extra_infos) != n):
-        raise ValueError(
-            f"verl batch: {n} data_sources, {len(responses)} responses, {len(ground_truths)} ground_truths"
-            + ("" if extra_infos is None else f", {len(extra_infos)} extra_infos")
+Row = tuple[Any, Any, Any, Any]
+"""``(data_source, response text, ground truth, extra_info)``: one sample as verl hands it over."""
+
+
+def states_of(rows: Sequence[Row]) -> list[RolloutState]:
+    """The rows as COMPLETED states (:func:`to_state` each); built without a second validation where
+    every value is already of its field's type (a string data source and response), as verl's
+    batches give them."""
+    completed = Status.COMPLETED
+    values = []
+    for ds, text, truth, info in rows:
+        if type(ds) is not str or type(text) is not str:
+            return [to_state(*row) for row in rows]
+        has_info = info and (type(info) is dict or isinstance(info, Mapping))
+        question = info.get("question") if has_info else None
+        values.append(
+            {
+                "data_source": ds,
+                "message": [{"role": "user", "content": question}] if isinstance(question, str) else [],
+                "response": text,
+                "reward_model": {"ground_truth": truth},
+                "status": completed,
+                "extra_fields": {"extra_info": dict(info)} if has_info else {},
+            }
         )
-    warn_missing_labels(data_sources, ground_truths)
-    infos = extra_infos if extra_infos is not None else [None] * n
-    states = [to_state(*row) for row in zip(data_sources, responses, ground_truths, infos)]
-    return await judger.batch_judge(states)
+    return RolloutState.from_checked_many(values)
 
 
-_router_judgers: dict[DefaultOptions, BaseJudger] = {}
-_failures = FailureLog("default_compute_score_batch")
+async def score_rows(judger: BaseJudger, rows: Sequence[Row]) -> list[RolloutState]:
+    """Every row judged in one ``batch_judge`` of ``judger``: what each of verl's calling
+    conventions (the managers, ``default_compute_score_batch``) reduces its batch to."""
+    if not rows:
+        return []
+    warn_missing_labels([row[0] for row in rows], [row[2] for row in rows])
+    return await judger.batch_judge(states_of(rows))
 
 
-def _router(options: DefaultOptions) -> BaseJudger:
-    judger = _router_judgers.get(options)
-    if judger is None:
-        judger = _router_judgers[options] = options.judger_config().build()
-    return judger
+class Failures:
+    """What a sample the judger could not score gets: ``reward``'s number (by default the lowest
+    score its judger gives it), logged in ``log`` with its reason; or, with ``on_failure="raise"``,
+    an error."""
 
+    def __init__(self, reward: FailureReward, log: FailureLog, on_failure: str = "lowest") -> None:
+        self.reward = reward
+        self.log = log
+        self.on_failure = on_failure
 
-def score_batch(
-    data_sources: Sequence[Any],
-    solution_strs: Sequence[str],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Any] | None = None,
-    *,
-    full_output: bool = False,
-    failure_score: FailureRewardSetting | None = None,
-    **kwargs: Any,
-) -> list[Any]:
-    """See :func:`judger.compat.verl.compute_score.default_compute_score_batch`."""
-
-    options = DefaultOptions.parse(kwargs, "default_compute_score_batch")
-    judger = _router(replace(options, on_failure="lowest", as_float=False))
-    setting = options.failure_reward() if failure_score is None else failure_score
-    failure_reward = FailureReward(setting, judger, "failure_score", logger)
-    states = run_sync(judge_rows(judger, data_sources, solution_strs, ground_truths, extra_infos))
-    out: list[Any] = []
-    for state in states:
-        value = 0.0
-        if state.reward is None:
-            if options.on_failure == "raise":
-                raise ValueError(f"judger: sample of data_source={state.data_source!r}: {state.error_msg}")
-            value = failure_reward.of(state)
-            _failures.record(state, value)
-        else:
-            failure_reward.watch(state, float(state.reward["score"]))
-        result = result_of(state, value, None if full_output else (*RESULT_KEYS, FAILURE_KEY))
-        out.append(float(result["score"]) if options.as_float else VerlScore(result))
-    return out
+    def outcome(self, state: RolloutState) -> tuple[float, dict[str, Any], bool]:
+        """``(score, reward dict, failed)`` of one judged state; a failed state's dict is
+        ``{score, acc: False, pred: None, judge_failure: <kind>}``."""
+        reward = state.reward
+        if reward is not None:
+            score = float(reward["score"])
+            self.reward.watch(state, score)
+            return score, reward, False
+        if self.on_failure == "raise":
+            raise ValueError(
+                f"{self.log.name}: a sample of data_source={state.data_source!r} could not be scored "
+                f"(on_failure='raise'): {state.error_msg}"
+            )
+        score = self.reward.of(state)
+        self.log.record(state, score)
+        failure = state.extra_fields.get(FAILURE_KEY) or {}
+        return (
+            score,
+            {"score": score, "acc": False, "pred": None, FAILURE_KEY: failure.get("kind", "error")},
+            True,
+        )

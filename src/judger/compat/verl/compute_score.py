@@ -13,13 +13,17 @@ import functools
 import logging
 import pkgutil
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
-from judger.compat.verl.batch import score_batch
-from judger.compat.verl.default_options import DEFAULT_FN_KWARGS, ON_FAILURE
-from judger.compat.verl.result import VerlScore
+from judger.compat.verl.batch import FAILURE_KEY, FailureLog, Failures, run_sync, score_rows
+from judger.compat.verl.batch import logger as batch_logger
+from judger.compat.verl.default_options import DEFAULT_FN_KWARGS, ON_FAILURE, DefaultOptions
+from judger.compat.verl.result import RESULT_KEYS, VerlScore
 from judger.compat.verl.routes import Compat, Route, find_route, route_config
 from judger.core.errors import JudgerError
+from judger.core.failure_reward import FailureReward, FailureRewardSetting
+from judger.core.judger import BaseJudger
 from judger.core.sparse_log import SparseLog
 from judger.runtime.procpool.shared import shared_pool
 from judger.scorers.math.prompt_facts import prompt_facts
@@ -123,12 +127,16 @@ def _route_options(
 ) -> dict[str, Any]:
     options: dict[str, Any] = {**route.options, "compat": route.compat(compat)}
     if route.name == "code":
-        if memory_limit_mb:
-            options["memory_mb"] = int(memory_limit_mb)
-        if sandbox_fusion_url:
-            options["sandbox_fusion_url"] = sandbox_fusion_url
+        # the code scorer takes its judger's sandbox settings, set where the router's are
+        bound = {
+            "sandbox_fusion_url": sandbox_fusion_url,
+            "memory_limit_mb": memory_limit_mb,
+            "timeout": timeout,
+        }
+        update = DefaultOptions.parse(bound, "default_compute_score").route_update(route)
+        options.update((key, value) for key, value in update.items() if key != "backend")
         # the sample's deadline, its tests sharing all but a margin of it, as the code judger's
-        options["timeout"] = route_config(route.name, compat).timeout if timeout is None else timeout
+        options.setdefault("timeout", route_config(route.name, compat).timeout)
     return options
 
 
@@ -234,7 +242,56 @@ def _default_compute_score_batch(
     with ``on_failure="raise"``. One result per sample, in order.
     """
 
-    return score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+    return _score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+
+
+_router_judgers: dict[DefaultOptions, BaseJudger] = {}
+_batch_failures = FailureLog("default_compute_score_batch", batch_logger)
+
+
+def _router(options: DefaultOptions) -> BaseJudger:
+    judger = _router_judgers.get(options)
+    if judger is None:
+        judger = _router_judgers[options] = options.judger_config().build()
+    return judger
+
+
+def _score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    *,
+    full_output: bool = False,
+    failure_score: FailureRewardSetting | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    options = DefaultOptions.parse(kwargs, "default_compute_score_batch")
+    n = len(data_sources)
+    if not len(solution_strs) == len(ground_truths) == n or (
+        extra_infos is not None and len(extra_infos) != n
+    ):
+        raise ValueError(
+            f"verl batch: {n} data_sources, {len(solution_strs)} responses, "
+            f"{len(ground_truths)} ground_truths"
+            + ("" if extra_infos is None else f", {len(extra_infos)} extra_infos")
+        )
+    judger = _router(replace(options, on_failure="lowest", as_float=False))
+    setting = options.failure_reward() if failure_score is None else failure_score
+    failures = Failures(
+        FailureReward(setting, judger, "failure_score", batch_logger), _batch_failures, options.on_failure
+    )
+    infos = extra_infos if extra_infos is not None else [None] * n
+    states = run_sync(score_rows(judger, list(zip(data_sources, solution_strs, ground_truths, infos))))
+    keys = None if full_output else (*RESULT_KEYS, FAILURE_KEY)
+    out: list[Any] = []
+    for state in states:
+        _, reward, failed = failures.outcome(state)
+        result = reward if failed else {**reward, FAILURE_KEY: None}
+        if keys is not None:
+            result = {key: result.get(key) for key in keys}
+        out.append(float(result["score"]) if options.as_float else VerlScore(result))
+    return out
 
 
 class ImportableFunction:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judger.compat.verl.router import VerlDefaultJudgerConfig, default_judger_config
-from judger.compat.verl.routes import ROUTES, Compat, route_config
+from judger.compat.verl.routes import ROUTES, Compat, Route, route_config
 from judger.core.failure_reward import LOWEST, FailureRewardSetting
 
 DEFAULT_FN_KWARGS: dict[str, str] = {
@@ -82,19 +82,26 @@ class DefaultOptions:
         else the judger's lowest score for it ("raise" raises before a number is needed)."""
         return 0.0 if self.on_failure == "zero" else LOWEST
 
+    def route_update(self, route: Route) -> dict[str, Any]:
+        """The fields of ``route``'s preset config these options set: the one place
+        ``timeout``, ``sandbox_fusion_url`` and ``memory_limit_mb`` are applied, for the router
+        judger and for :func:`~judger.compat.verl.compute_score.default_compute_score`'s scorer."""
+        update: dict[str, Any] = {}
+        if self.timeout is not None:
+            update["timeout"] = self.timeout
+        if route.name == "code":
+            if self.sandbox_fusion_url:
+                update["backend"] = "sandbox_fusion"
+                update["sandbox_fusion_url"] = self.sandbox_fusion_url
+            if self.memory_limit_mb:
+                update["memory_mb"] = self.memory_limit_mb
+        return update
+
     def judger_config(self) -> VerlDefaultJudgerConfig:
         """The router judger with these options applied to its routes."""
         overrides: dict[str, Any] = {}
         for route in ROUTES:
-            update: dict[str, Any] = {}
-            if self.timeout is not None:
-                update["timeout"] = self.timeout
-            if route.name == "code":
-                if self.sandbox_fusion_url:
-                    update["backend"] = "sandbox_fusion"
-                    update["sandbox_fusion_url"] = self.sandbox_fusion_url
-                if self.memory_limit_mb:
-                    update["memory_mb"] = self.memory_limit_mb
+            update = self.route_update(route)
             if update:
                 base = route_config(route.name, self.compat)
                 overrides[route.name] = type(base).model_validate({**base.model_dump(), **update})
