@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: example test test-main test-fast test-py310 test-clients test-serving test-docs docs lint bench clean sandbox-deps
+.PHONY: example test test-main test-fast test-py310 test-clients test-clients-env test-serving test-docs docs lint bench clean sandbox-deps
 
 # Every tier prints its wall time; `make test` then lists them all and the total. $(call timed,KIND,
 # LABEL,COMMAND) runs COMMAND, prints "LABEL: N s" and, under `make test`, adds a line to $(TIMES);
@@ -162,6 +162,10 @@ test-py310: $(STAMP310)
 # the tier, then judger's own suite (its clients_env tests) in the trainers' environment
 test-clients: $(CLIENTS_STAMP)
 	@$(call timed,tier,client tier (judger inside the trainers' code),$(CLIENTS_BIN)/pytest -q tests/clients)
+	@$(MAKE) --no-print-directory test-clients-env
+
+# judger's own third suite alone (the clients_env tests in verl's environment), without the tier
+test-clients-env: $(CLIENTS_STAMP)
 	@$(call timed,suite,verl's environment (clients_env tests),$(call suite,$(CLIENTS_BIN)/pytest,clients_env and not slow,tests --ignore=tests/clients))
 
 # `judger view` in a real browser: Playwright in its own environment drives the system Chromium

@@ -61,3 +61,31 @@ async def test_a_timeout_cancels_the_awaited_future() -> None:
     with pytest.raises(TimeoutError):
         await wait_for(future, 0.05)
     assert future.cancelled()  # a Ray reference's wrapped future is cancelled with it
+
+
+async def _cancel_turned_into(error: Exception, seconds: float) -> None:
+    """A body whose code turns the cancel that reaches it into ``error``, as anyio's task group does
+    on Python 3.10 when the cancel lands while httpx connects."""
+    try:
+        await asyncio.sleep(5)
+    except asyncio.CancelledError:
+        raise error from None
+    await asyncio.sleep(seconds)
+
+
+async def test_a_cancel_the_body_turned_into_another_error_is_still_the_judge_deadline() -> None:
+    from judger.core.deadlines import judge_deadline
+    from judger.core.errors import JudgeTimeoutError
+
+    anyio_310 = ValueError("second argument (exceptions) must be a non-empty sequence")
+    with pytest.raises(JudgeTimeoutError, match="did not finish within 0.05 s") as raised:
+        async with judge_deadline("remote_reward", 0.05):
+            await _cancel_turned_into(anyio_310, 0)
+    assert raised.value.__cause__ is anyio_310  # what the body raised stays on the chain
+
+    # before the deadline fires, the body's own errors (its own TimeoutError too) are its own
+    for own in (ValueError("bad reply"), TimeoutError("the request's own timeout")):
+        with pytest.raises(type(own)) as kept:
+            async with judge_deadline("remote_reward", 5):
+                raise own
+        assert kept.value is own

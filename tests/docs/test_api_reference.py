@@ -52,6 +52,7 @@ INTERNAL = {
     "judger.testing.handlers": "reward handlers of judger's own tests",
     "judger.testing.processes": "process helpers of judger's own tests",
     "judger.testing.ray": "Ray helpers of judger's own tests",
+    "judger.testing.rows": "rollout files of judger's own `judger score` tests",
     "judger.testing.server_process": "`judger serve` in a subprocess, for judger's own tests",
     "judger.testing.servers": "served by judger.testing (LoopbackServer, serve_asgi)",
     "judger.testing.xtuner": "XTuner's test layout, for judger's own XTuner tests",

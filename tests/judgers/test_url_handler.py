@@ -80,7 +80,9 @@ def state(response: str, label: str = "1") -> RolloutState:
 
 
 def judger_for(url: str, **kw: Any) -> NativeJudger:
-    kw.setdefault("request_timeout", 2.0)
+    # a hang guard for a local server that answers in milliseconds: 200 requests on two busy
+    # cores took over 2 s (the stress run); the tests of a request's timeout set their own
+    kw.setdefault("request_timeout", 10.0)
     return NativeJudger(judger_name="remote_reward", reward_handler=url, **kw)
 
 

@@ -72,25 +72,36 @@ async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
 class judge_deadline:
     """``async with judge_deadline(name, seconds):`` -- JudgeTimeoutError when the deadline fires."""
 
-    __slots__ = ("_cm", "detail", "judger_name", "seconds")
+    __slots__ = ("_cm", "_timer", "detail", "judger_name", "seconds")
 
     def __init__(self, judger_name: str, seconds: float, detail: str = "") -> None:
         self.judger_name = judger_name
         self.seconds = seconds
         self.detail = detail
         self._cm: Any = None
+        self._timer: Any = None
 
     async def __aenter__(self) -> judge_deadline:
         self._cm = deadline(self.seconds)
-        await self._cm.__aenter__()
+        self._timer = await self._cm.__aenter__()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
         try:
-            return await self._cm.__aexit__(exc_type, exc, tb)
+            suppress = await self._cm.__aexit__(exc_type, exc, tb)
         except TimeoutError as fired:
             # raised by the deadline's own exit: the deadline fired (the body's own TimeoutError
             # would have passed through untouched)
             raise JudgeTimeoutError(self.judger_name, self.seconds, self.detail) from fired
+        if isinstance(exc, Exception) and self._fired():
+            raise JudgeTimeoutError(self.judger_name, self.seconds, self.detail) from exc
+        return suppress
+
+    def _fired(self) -> bool:
+        """Whether the deadline fired. An exception from the body after it did is this deadline
+        too: the body's code turned its cancel into another one (anyio's task group on Python
+        3.10 raises ``ValueError: second argument (exceptions) must be a non-empty sequence`` for a
+        cancel that lands while httpx connects)."""
+        return self._timer is not None and bool(self._timer.expired())
