@@ -11,8 +11,9 @@ Paths, each over the same ``--n`` prebuilt RolloutStates (distinct responses, so
 - ``native-process``: the same handler, importable, in the shared worker processes;
 - ``native-async``: a trivial async handler on the event loop.
 
-Prints microseconds per sample (best of ``--repeat``). Compare two trees side by side by running the
-same file with ``PYTHONPATH`` pointing at each ``src`` (alternate the runs: the machine is shared).
+Prints wall and CPU microseconds per sample (best of ``--repeat``; CPU time is this process's, all
+its threads, not the workers': the steadier figure on a shared machine). Compare two trees side by
+side by running the same file with ``PYTHONPATH`` pointing at each ``src`` (alternate the runs).
 """
 
 from __future__ import annotations
@@ -60,19 +61,21 @@ def judgers() -> dict[str, Any]:
     }
 
 
-async def best(judger: Any, n: int, repeat: int) -> float:
+async def best(judger: Any, n: int, repeat: int) -> tuple[float, float]:
+    """Best wall and best CPU (this process, all its threads) microseconds per sample."""
     await judger.batch_judge(states(min(n, 500)))  # warm: workers started, handler loaded
-    times = []
+    walls, cpus = [], []
     for _ in range(repeat):
         batch = states(n)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await judger.batch_judge(batch)
-        times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+        walls.append(time.perf_counter() - t0)
         assert all(s.reward is not None for s in batch)
-    return min(times) / n * 1e6
+    return min(walls) / n * 1e6, min(cpus) / n * 1e6
 
 
-async def main_async(n: int, repeat: int) -> dict[str, float]:
+async def main_async(n: int, repeat: int) -> dict[str, tuple[float, float]]:
     out = {}
     for name, judger in judgers().items():
         out[name] = await best(judger, n, repeat)
@@ -91,9 +94,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    print("| path | us / sample |\n|---|---|")
-    for name, us in out.items():
-        print(f"| {name} | {us:.2f} |")
+    print("| path | wall us / sample | CPU us / sample (this process) |\n|---|---:|---:|")
+    for name, (wall, cpu) in out.items():
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} |")
 
 
 if __name__ == "__main__":

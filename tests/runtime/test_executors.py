@@ -13,7 +13,7 @@ import pytest
 from judger import NativeJudger
 from judger.core.errors import JudgeTimeoutError
 from judger.presets.base import ScorerJudger
-from judger.runtime.executors.base import NO_KWARGS, Call, Needs
+from judger.runtime.executors.base import Needs
 from judger.runtime.executors.coroutine import CoroutineExecutor
 from judger.runtime.executors.http import HttpExecutor
 from judger.runtime.executors.inline import InlineExecutor
@@ -41,10 +41,6 @@ def test_one_function_picks_the_executor_from_what_is_needed(needs: Needs, expec
     assert executor.travels is (expected is ProcessExecutor)  # only a worker process pickles fn
 
 
-def _calls(*values: Any) -> list[Call]:
-    return [((v,), NO_KWARGS) for v in values]
-
-
 def _halve(x: int) -> float:
     if x < 0:
         raise ValueError(f"negative {x}")
@@ -52,7 +48,7 @@ def _halve(x: int) -> float:
 
 
 async def test_inline_results_in_order_with_each_failure_in_its_place() -> None:
-    out = await InlineExecutor().run(_halve, _calls(2, -1, 4), deadline=1.0)
+    out = await InlineExecutor().run(_halve, [2, -1, 4], deadline=1.0)
     assert out[0] == 1.0 and out[2] == 2.0
     assert isinstance(out[1], ValueError) and "negative -1" in str(out[1])
 
@@ -67,7 +63,7 @@ async def test_thread_lane_overrun_fails_that_call_alone_and_the_rest_are_scored
 
     executor = ThreadExecutor("lanes", num_threads=2, max_hung=1)
     try:
-        out = await executor.run(slow_on_one, _calls(0, 1, 2, 3), deadline=0.3)
+        out = await executor.run(slow_on_one, [0, 1, 2, 3], deadline=0.3)
     finally:
         release.set()
         await executor.aclose()
@@ -80,12 +76,12 @@ async def test_coroutine_deadline_per_call_and_raise_errors() -> None:
         await asyncio.sleep(x)
         return x
 
-    out = await CoroutineExecutor("aio", limit=4).run(wait, _calls(0.0, 5.0, 0.01), deadline=0.2)
+    out = await CoroutineExecutor("aio", limit=4).run(wait, [0.0, 5.0, 0.01], deadline=0.2)
     assert out[0] == 0.0 and out[2] == 0.01 and isinstance(out[1], JudgeTimeoutError)
     with pytest.raises(JudgeTimeoutError):
-        await CoroutineExecutor("aio", limit=4, raise_errors=True).run(wait, _calls(5.0), deadline=0.05)
+        await CoroutineExecutor("aio", limit=4, raise_errors=True).run(wait, [5.0], deadline=0.05)
     with pytest.raises(JudgeTimeoutError, match="batch of 3"):
-        await CoroutineExecutor("aio", limit=1).call_batch(wait, ((5.0,), NO_KWARGS), deadline=0.05, size=3)
+        await CoroutineExecutor("aio", limit=1).call_batch(wait, 5.0, deadline=0.05, size=3)
 
 
 async def test_sandbox_executor_runs_at_most_max_parallel_calls_at_once() -> None:
@@ -101,7 +97,7 @@ async def test_sandbox_executor_runs_at_most_max_parallel_calls_at_once() -> Non
 
     executor = SandboxExecutor("code", max_parallel=2)  # no limits: programs run elsewhere
     started = time.monotonic()
-    out = await executor.run(program, _calls(*range(6)), deadline=5.0)
+    out = await executor.run(program, list(range(6)), deadline=5.0)
     assert out == list(range(6)) and peak == 2 and time.monotonic() - started < 5
 
 

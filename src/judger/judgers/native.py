@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from judger.core.deadlines import judge_deadline
@@ -20,7 +21,7 @@ from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState
 from judger.judgers.execution import Execution, resolve_execution, say_threads
 from judger.judgers.handlers import RewardHandler, resolve_handler
-from judger.runtime.executors.base import NO_KWARGS, Call, Executor, Needs
+from judger.runtime.executors.base import Call, Executor, Needs, spread
 from judger.runtime.executors.pick import Setting, pick_executor
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads
 
@@ -168,13 +169,13 @@ class NativeJudger(BatchJudger):
         handler = self.handler
         executor = self._executor
         if handler.kind != "sync":
-            return await executor.run(self._one, [((p,), NO_KWARGS) for p in payloads], self.timeout)
+            return await executor.run(self._one, payloads, self.timeout)
         if not executor.travels:
-            calls = [((p,), NO_KWARGS) for p in payloads]
-            return await executor.run(self._payload_call(), calls, self.timeout)
+            return await executor.run(self._payload_call(), payloads, self.timeout)
         # to another process: the handler by reference, its arguments by name
-        portable = [((), handler.bind(*self._args(p))) for p in payloads]
-        results = await executor.run(handler.target, portable, self.timeout)
+        assert not isinstance(handler.target, str)  # only URL handlers are strings; these are sync
+        calls = [((), handler.bind(*self._args(p))) for p in payloads]
+        results = await executor.run(partial(spread, handler.target), calls, self.timeout)
         return [r if isinstance(r, BaseException) else handler.normalise(r) for r in results]
 
     def _columns(self, payloads: Sequence[JudgerPayload]) -> tuple[list[Any], ...]:
@@ -199,11 +200,12 @@ class NativeJudger(BatchJudger):
         columns = self._columns(payloads)
         executor, size = self._executor, len(payloads)
         call: Call
+        assert not isinstance(handler.target, str)  # a URL handler is never batched
         if executor.travels:  # the handler by reference, its arguments by name
             fn, call = handler.target, ((), handler.bind(*columns))
         else:
-            fn, call = handler.call, (columns, NO_KWARGS)
-        outputs = await executor.call_batch(fn, call, self.timeout, size)
+            fn, call = handler.call, (columns, {})
+        outputs = await executor.call_batch(partial(spread, fn), call, self.timeout, size)
         if executor.travels or handler.kind == "async":  # a sync handler.call() normalises itself
             outputs = handler.normalise(outputs)
         return self._checked_batch(outputs, size)

@@ -16,6 +16,7 @@ Within one batch, identical (answer, label, options) are scored once: GRPO group
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -32,7 +33,7 @@ from judger.core.judger import (
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
-from judger.runtime.executors.base import Executor, Needs
+from judger.runtime.executors.base import Executor, Needs, spread
 from judger.runtime.executors.pick import Setting, pick_executor
 from judger.runtime.executors.process import process_pool
 from judger.scorers.committed import committed_text, opens_reasoning
@@ -177,7 +178,7 @@ class ScorerJudger(BatchJudger):
             if not pending:
                 return out
         calls = [self._call_args(payloads[i]) for i in pending]
-        results = await self._executor.run(self.scorer, calls, self.timeout)
+        results = await self._executor.run(partial(spread, self.scorer), calls, self.timeout)
         for i, key, r in zip(pending, keys, results):
             if isinstance(r, TimeoutError):
                 r = self._after_timeout(payloads[i])
@@ -216,8 +217,13 @@ class ScorerJudger(BatchJudger):
         """Raw scorer results (dicts or exceptions), one per payload, in order."""
         if self._executor.travels:  # a hand-off worth saving: what is decided here first
             return await self._score_on_pool(payloads)
-        call_args = self._call_args
-        return await self._executor.run(self.scorer, [call_args(p) for p in payloads], self.timeout)
+        scorer, call_args = self.scorer, self._call_args
+
+        def score(payload: JudgerPayload) -> Any:  # in this process: no call list, no spread
+            args, kwargs = call_args(payload)
+            return scorer(*args, **kwargs)
+
+        return await self._executor.run(score, payloads, self.timeout)
 
 
 class ScorerJudgerConfig(JudgerConfig):

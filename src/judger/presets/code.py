@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
-from judger.runtime.executors.base import Needs
+from judger.runtime.executors.base import Needs, spread
 from judger.runtime.executors.pick import Setting, pick_executor
 from judger.runtime.sandbox.bwrap import drops_to_own_uid
 from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
@@ -66,7 +66,8 @@ class CodeJudger(ScorerJudger):
             sandbox_fusion_url=self.sandbox_fusion_url,
             budget_s=sample_budget(self.timeout),
         )
-        return await self._executor.run(run, [self._call_args(p) for p in payloads], self.timeout)
+        calls = [self._call_args(p) for p in payloads]
+        return await self._executor.run(partial(spread, run), calls, self.timeout)
 
 
 class CodeJudgerConfig(ScorerJudgerConfig):

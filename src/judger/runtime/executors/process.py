@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from judger.runtime.executors.base import Call
+from judger.runtime.executors.base import Call, spread
 
 if TYPE_CHECKING:
     from judger.runtime.procpool.pool import ProcessPool
@@ -24,8 +25,16 @@ def process_pool(pool: ProcessPool | None = None) -> ProcessPool:
     return shared_pool()
 
 
+def _as_calls(fn: Any, items: Sequence[Any]) -> tuple[Any, Sequence[Call]]:
+    """The pool's own form of ``fn(item)`` for each item: ``(target, [(args, kwargs), ...])``. A
+    ``partial(spread, target)`` already takes calls: they go to the pool as they are, nothing added."""
+    if isinstance(fn, partial) and fn.func is spread and len(fn.args) == 1 and not fn.keywords:
+        return fn.args[0], items
+    return fn, [((item,), {}) for item in items]
+
+
 class ProcessExecutor:
-    """``fn(*args, **kwargs)`` on a :class:`~judger.runtime.procpool.pool.ProcessPool` (``pool``, or
+    """``fn(item)`` on a :class:`~judger.runtime.procpool.pool.ProcessPool` (``pool``, or
     the shared one), ``fn`` and the calls pickled to its workers; the deadline runs from when a worker
     takes the call, and a worker past it is killed and replaced, so even a call stuck in C code cannot
     outlive it. ``modules``: imported by the workers before they take calls (a call's deadline never
@@ -44,14 +53,16 @@ class ProcessExecutor:
             pool.preload_in_workers(self.modules)
         return pool
 
-    async def run(self, fn: Any, calls: Sequence[Call], deadline: float) -> list[Any]:
-        return await self.pool.map(fn, calls, timeout=deadline)
+    async def run(self, fn: Any, items: Sequence[Any], deadline: float) -> list[Any]:
+        target, calls = _as_calls(fn, items)
+        return await self.pool.map(target, calls, timeout=deadline)
 
-    async def call_batch(self, fn: Any, call: Call, deadline: float, size: int) -> Any:
+    async def call_batch(self, fn: Any, item: Any, deadline: float, size: int) -> Any:
         pool = self.pool
+        target, calls = _as_calls(fn, [item])
         # a batch may pickle to what its samples would, each under the cap of one call
         cap = pool.max_input_bytes * max(1, size)
-        (result,) = await pool.map(fn, [call], timeout=deadline, max_input_bytes=cap)
+        (result,) = await pool.map(target, calls, timeout=deadline, max_input_bytes=cap)
         if isinstance(result, BaseException):
             raise result
         return result

@@ -17,7 +17,6 @@ from typing import Any
 
 from judger.core.deadlines import judge_deadline
 from judger.core.errors import JudgeTimeoutError
-from judger.runtime.executors.base import Call
 from judger.runtime.threads import DEFAULT_MAX_HUNG, HandlerThreads, Job, ThreadBudgetError
 
 # A result slot no lane has filled yet (None is a handler's possible, if invalid, result).
@@ -69,8 +68,8 @@ def _set_once(future: asyncio.Future[None]) -> None:
 def _score_lane(
     lane: _Lane,
     indices: Iterator[int],
-    fn: Callable[..., Any],
-    calls: Sequence[Call],
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
     results: list[Any],
 ) -> None:
     """A lane's thread: score the batch's next item until none is left or the lane is abandoned."""
@@ -82,9 +81,8 @@ def _score_lane(
         if first:
             lane.mark_started()  # after ``current`` is set: the driver then sees the deadline
             first = False
-        args, kwargs = calls[index]
         try:
-            result = fn(*args, **kwargs)
+            result = fn(items[index])
         except Exception as exc:
             result = exc
         failed = lane.failed
@@ -96,12 +94,8 @@ def _score_lane(
     lane.current = None
 
 
-def _apply(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return fn(*args, **kwargs)
-
-
 class ThreadExecutor:
-    """``fn(*args, **kwargs)`` on ``num_threads`` daemon threads, with at most ``max_hung`` threads
+    """``fn(item)`` on ``num_threads`` daemon threads, with at most ``max_hung`` threads
     left to calls that overran their deadline (see :class:`~judger.runtime.threads.HandlerThreads`);
     ``name`` names the threads and the timeouts."""
 
@@ -120,11 +114,10 @@ class ThreadExecutor:
             self._threads = HandlerThreads(self.num_threads, self.max_hung, name=f"judger-{self.name}")
         return self._threads
 
-    async def call_batch(self, fn: Any, call: Call, deadline: float, size: int) -> Any:
+    async def call_batch(self, fn: Any, item: Any, deadline: float, size: int) -> Any:
         """One call on a thread under one deadline from now; a caller that stops waiting abandons it."""
-        args, kwargs = call
         async with judge_deadline(self.name, deadline, f"batch of {size}"):
-            job = self.threads.submit(_apply, fn, args, kwargs)
+            job = self.threads.submit(fn, item)
             try:
                 return await asyncio.wrap_future(job.future)
             except asyncio.CancelledError:
@@ -136,8 +129,8 @@ class ThreadExecutor:
         if threads is not None:
             threads.shutdown()  # never waits: a hung call's daemon thread is left to itself
 
-    async def run(self, fn: Any, calls: Sequence[Call], deadline: float) -> list[Any]:
-        """``fn(*args, **kwargs)`` for each call on worker threads, with a deadline per call.
+    async def run(self, fn: Any, items: Sequence[Any], deadline: float) -> list[Any]:
+        """``fn(item)`` for each item on worker threads, with a deadline per call.
 
         Up to ``num_threads`` lanes (one per thread) take the batch's items in turn; the first
         starts at once, the others 2 ms later if the batch is still running. The async side
@@ -147,14 +140,14 @@ class ThreadExecutor:
         A Python thread cannot be killed, so the stuck call is abandoned, not stopped; once every
         thread of the budget is hung, the remaining items fail with ThreadBudgetError.
         """
-        n = len(calls)
+        n = len(items)
         results: list[Any] = [_PENDING] * n
         indices = iter(range(n))  # shared by the lanes: next() on it is atomic under the GIL
 
         def start() -> _Lane:
             lane = _Lane()
             try:
-                lane.job = self.threads.submit(_score_lane, lane, indices, fn, calls, results)
+                lane.job = self.threads.submit(_score_lane, lane, indices, fn, items, results)
             except ThreadBudgetError as exc:
                 lane.job = None
                 lane.future = asyncio.get_running_loop().create_future()
