@@ -23,6 +23,8 @@ from judger.runtime.executors.sandbox import SandboxExecutor
 from judger.runtime.executors.thread import ThreadExecutor
 from judger.testing.handlers import exact_match
 
+pytestmark = pytest.mark.py310
+
 
 @pytest.mark.parametrize(
     ("needs", "expected"),
