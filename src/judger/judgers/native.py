@@ -239,24 +239,20 @@ class NativeJudger(BatchJudger):
         """Under "auto", before the first call: a worker shown the pickled handler must load it (the
         checks at build cannot see, say, a ``tests`` package that is another one in a fresh
         interpreter); if it cannot, the handler runs on threads from now on, said once."""
-        import pickle
-
         from judger.runtime.executors.process import ProcessExecutor
-        from judger.runtime.procpool.worker import loads
 
         if self.placement.requested != "auto":
             self._worker_checked = True
             return
         handler = self.handler
-        blob = pickle.dumps(
-            (handler.target, handler.kwargs, self.extra_info), protocol=pickle.HIGHEST_PROTOCOL
-        )
         executor = self._executor
         assert isinstance(executor, ProcessExecutor)  # what "process" picks
-        (loaded,) = await executor.pool.map(loads, [((blob,), {})], timeout=max(self.timeout, 60.0))
+        error = await executor.loads(
+            handler.target, handler.kwargs, self.extra_info, deadline=max(self.timeout, 60.0)
+        )
         self._worker_checked = True
-        if loaded is not True:
-            reason = f"a worker process cannot load it ({type(loaded).__name__}: {loaded})"
+        if error is not None:
+            reason = f"a worker process cannot load it ({type(error).__name__}: {error})"
             self.execution, self.thread_reason = "thread", reason
             self.micro_batch_window_s = None
             self._executor = pick_executor(self._needs(), self._setting)

@@ -53,6 +53,18 @@ class ProcessExecutor:
             pool.preload_in_workers(self.modules)
         return pool
 
+    async def loads(self, *objects: Any, deadline: float = 60.0) -> BaseException | None:
+        """Whether a worker unpickles ``objects`` (a function and what travels with its calls): None
+        when it does, else why not. Asked before the first call: checks in this process cannot see,
+        say, a ``tests`` package that is another one in a fresh interpreter."""
+        import pickle
+
+        from judger.runtime.procpool.worker import loads
+
+        blob = pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL)
+        (loaded,) = await self.pool.map(loads, [((blob,), {})], timeout=deadline)
+        return None if loaded is True else loaded
+
     async def run(self, fn: Any, items: Sequence[Any], deadline: float) -> list[Any]:
         target, calls = _as_calls(fn, items)
         return await self.pool.map(target, calls, timeout=deadline)
