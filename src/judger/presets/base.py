@@ -1,7 +1,8 @@
 """ScorerJudger: a Judger over a pure scoring function, run inline or on killable worker processes.
 
 Scorers are plain top-level functions ``compute_score(solution_str, ground_truth, extra_info=None,
-**options) -> dict``; this module decides where they run:
+**options) -> dict``; ``execution`` declares what they need, and :mod:`judger.runtime.executors`
+picks where they run:
 
 - ``execution="inline"``: in the event loop, for scorers whose cost is bounded by construction
   (a regex over the last few hundred characters). Fastest: no hand-off at all.
@@ -14,8 +15,8 @@ Within one batch, identical (answer, label, options) are scored once: GRPO group
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -32,13 +33,14 @@ from judger.core.judger import (
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
+from judger.runtime.executors.base import Executor, Needs, spread
+from judger.runtime.executors.pick import Setting, pick_executor
+from judger.runtime.executors.process import process_pool
 from judger.scorers.committed import committed_text, opens_reasoning
 
 Execution = Literal["inline", "process"]
 ScorerFn = Callable[..., dict[str, Any]]
 
-# An inline batch gives the event loop a turn this often, so a 100k batch never starves other tasks.
-_YIELD_EVERY = 2048
 # grades kept per judger (remembers_grades): a few MB, emptied when full
 _MAX_GRADES = 16384
 
@@ -99,17 +101,15 @@ class ScorerJudger(BatchJudger):
         if execution == "process":
             self.micro_batch_window_s = 0.0  # concurrent judge() calls share pool hand-offs
         self._grades: dict[Any, dict[str, Any]] = {}
+        # scorers are pure functions: bounded ones run on the loop, any other may hang (a worker)
+        needs = Needs(on_loop=execution == "inline")
+        self._executor: Executor = pick_executor(needs, Setting(judger_name, pool=pool))
 
     @property
     def pool(self) -> Any:
-        if self._pool is not None:
-            return self._pool
-        # imported here: an inline scorer (GSM8K, QA) never starts the pool's multiprocessing.
-        # Asked for each time, never kept: configure_shared_pool() and close_shared_pool() replace
-        # the shared pool, and a judger holding the closed one would fail every later sample
-        from judger.runtime.procpool.shared import shared_pool
-
-        return shared_pool()
+        """The process pool this judger's scorer runs on under ``execution="process"``: the one it
+        was given, else the shared pool as it is now (asked for each time, never kept)."""
+        return process_pool(self._pool)
 
     remembers_grades: ClassVar[bool] = False
     """Whether a grade from the pool is kept (by dedup key) for the same answer in a later batch: for
@@ -178,7 +178,7 @@ class ScorerJudger(BatchJudger):
             if not pending:
                 return out
         calls = [self._call_args(payloads[i]) for i in pending]
-        results = await self.pool.map(self.scorer, calls, timeout=self.timeout)
+        results = await self._executor.run(partial(spread, self.scorer), calls, self.timeout)
         for i, key, r in zip(pending, keys, results):
             if isinstance(r, TimeoutError):
                 r = self._after_timeout(payloads[i])
@@ -215,19 +215,15 @@ class ScorerJudger(BatchJudger):
 
     async def _score(self, payloads: Sequence[JudgerPayload]) -> list[Any]:
         """Raw scorer results (dicts or exceptions), one per payload, in order."""
-        if self.execution == "process":
+        if self._executor.travels:  # a hand-off worth saving: what is decided here first
             return await self._score_on_pool(payloads)
-        out: list[Any] = []
-        scorer = self.scorer
-        for i, payload in enumerate(payloads):
-            args, kwargs = self._call_args(payload)
-            try:
-                out.append(scorer(*args, **kwargs))
-            except Exception as exc:
-                out.append(exc)
-            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
-                await asyncio.sleep(0)
-        return out
+        scorer, call_args = self.scorer, self._call_args
+
+        def score(payload: JudgerPayload) -> Any:  # in this process: no call list, no spread
+            args, kwargs = call_args(payload)
+            return scorer(*args, **kwargs)
+
+        return await self._executor.run(score, payloads, self.timeout)
 
 
 class ScorerJudgerConfig(JudgerConfig):

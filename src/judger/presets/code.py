@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from judger.core.deadlines import judge_deadline
 from judger.core.judger import DEFAULT_MAX_CONCURRENCY, OnError
 from judger.core.judger import JudgerPayload as Payload
-from judger.core.loops import LoopLocal
 from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
+from judger.runtime.executors.base import Needs, spread
+from judger.runtime.executors.pick import Setting, pick_executor
 from judger.runtime.sandbox.bwrap import drops_to_own_uid
-from judger.runtime.sandbox.runner import (
-    SandboxLimits,
-    prepared_ahead,
-    require_isolation,
-    teardowns_collected,
-    wait_torn_down,
-)
+from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
 from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
 
@@ -30,15 +24,11 @@ class CodeJudger(ScorerJudger):
     """A :class:`ScorerJudger` whose samples each run in their own sandboxed subprocess.
 
     Programs run as asyncio subprocesses (no worker pool in between), at most ``max_parallel`` at a
-    time per event loop; each sample has the judger's ``timeout`` on top of the per-test limits, and
-    a sample that overruns it is failed as a timeout with its process group killed. The tests
-    themselves get :func:`~judger.scorers.code.sample_budget` of it: a program that spends that is
-    scored, its remaining tests timeouts, before the deadline can fire. The kernel's teardown of a
-    sample's sandbox is waited for after the deadline, not inside it (whatever the program left
-    behind, its sample ends as its verdict), and not in the sample's slot either: the sample takes a
-    teardown slot (``max_parallel`` of them) before it gives its slot to the next one, so a teardown
-    the kernel stalls holds back new samples only once ``max_parallel`` of them are stalled. A batch
-    returns once all of its teardowns are done.
+    time per event loop, on a :class:`~judger.runtime.executors.sandbox.SandboxExecutor` (slots,
+    teardowns and sandboxes started ahead are its); each sample has the judger's ``timeout`` on top
+    of the per-test limits, and a sample that overruns it is failed as a timeout with its process
+    group killed. The tests themselves get :func:`~judger.scorers.code.sample_budget` of it: a
+    program that spends that is scored, its remaining tests timeouts, before the deadline can fire.
     """
 
     def __init__(
@@ -65,42 +55,19 @@ class CodeJudger(ScorerJudger):
         self.limits = limits
         self.max_parallel = max_parallel
         self.sandbox_fusion_url = sandbox_fusion_url
-        self._slots = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
-        self._tearing = LoopLocal(lambda: asyncio.Semaphore(self.max_parallel))
-
-    async def _score_one(self, payload: Payload) -> Any:
-        args, kwargs = self._call_args(payload)
-        tearing = self._tearing.get()
-        async with self._slots.get():
-            with teardowns_collected() as pending:
-                result = await self._judged(args, kwargs)
-            # the next sample starts while the kernel takes this one's sandbox down
-            await tearing.acquire()
-        try:
-            await wait_torn_down(pending)
-        finally:
-            tearing.release()
-        return result
-
-    async def _judged(self, args: Any, kwargs: dict[str, Any]) -> Any:
-        try:
-            async with judge_deadline(self.judger_name, self.timeout):
-                return await score_async(
-                    *args,
-                    limits=self.limits,
-                    sandbox_fusion_url=self.sandbox_fusion_url,
-                    budget_s=sample_budget(self.timeout),
-                    **kwargs,
-                )
-        except Exception as exc:
-            return exc
+        # local sandboxes are started ahead of the samples; a SandboxFusion server starts its own
+        sandbox = {"max_parallel": max_parallel, "limits": None if sandbox_fusion_url else limits}
+        self._executor = pick_executor(Needs(isolation=True), Setting(judger_name, sandbox=sandbox))
 
     async def _score(self, payloads: Sequence[Payload]) -> list[Any]:
-        if self.sandbox_fusion_url is not None or len(payloads) <= 1:
-            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
-        # the next samples' sandboxes start while the current ones run (one per slot)
-        async with prepared_ahead(self.limits, ahead=self.max_parallel, samples=len(payloads)):
-            return list(await asyncio.gather(*(self._score_one(p) for p in payloads)))
+        run = partial(
+            score_async,
+            limits=self.limits,
+            sandbox_fusion_url=self.sandbox_fusion_url,
+            budget_s=sample_budget(self.timeout),
+        )
+        calls = [self._call_args(p) for p in payloads]
+        return await self._executor.run(partial(spread, run), calls, self.timeout)
 
 
 class CodeJudgerConfig(ScorerJudgerConfig):
