@@ -16,6 +16,8 @@ from judger.core.lazy import lazy_exports
 
 TYPE_CHECKING = False  # not typing's: importing typing would double the cost of ``import judger``
 if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
+    from typing import Any
+
     from judger.core.judger import (
         BaseJudger,
         Judger,
@@ -31,14 +33,15 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.judgers.native import NativeJudger
 
     # the defining modules, not the lazy packages: a checker (and the API reference, which reads
-    # this block) sees each class itself rather than a package ``__getattr__``'s Any
-    from judger.presets.code import CodeJudgerConfig
-    from judger.presets.dapo import DapoMathJudgerConfig
-    from judger.presets.geo3k import GEO3KJudgerConfig
-    from judger.presets.gsm8k import GSM8KJudgerConfig
-    from judger.presets.math import MathJudgerConfig
-    from judger.presets.math_verify import MathVerifyJudgerConfig
-    from judger.presets.qa import QAExactMatchJudgerConfig
+    # this block) sees each class itself rather than a package ``__getattr__``'s Any. For the
+    # checkers only: every preset is exported, listed here or not (see ``__getattr__`` below)
+    from judger.presets.code import CodeJudgerConfig as CodeJudgerConfig
+    from judger.presets.dapo import DapoMathJudgerConfig as DapoMathJudgerConfig
+    from judger.presets.geo3k import GEO3KJudgerConfig as GEO3KJudgerConfig
+    from judger.presets.gsm8k import GSM8KJudgerConfig as GSM8KJudgerConfig
+    from judger.presets.math import MathJudgerConfig as MathJudgerConfig
+    from judger.presets.math_verify import MathVerifyJudgerConfig as MathVerifyJudgerConfig
+    from judger.presets.qa import QAExactMatchJudgerConfig as QAExactMatchJudgerConfig
     from judger.remote.actor import JudgerActor
     from judger.remote.pool import JudgerPool
     from judger.remote.remote_judger import RemoteJudger
@@ -72,52 +75,59 @@ _LAZY: dict[str, str] = {
     "JudgerActor": "judger.remote",
     "JudgerPool": "judger.remote",
     "CPUResourceManager": "judger.remote",
-    "GSM8KJudgerConfig": "judger.presets",
-    "MathJudgerConfig": "judger.presets",
-    "MathVerifyJudgerConfig": "judger.presets",
-    "DapoMathJudgerConfig": "judger.presets",
-    "GEO3KJudgerConfig": "judger.presets",
-    "QAExactMatchJudgerConfig": "judger.presets",
-    "CodeJudgerConfig": "judger.presets",
     "CompassVerifierV2Config": "judger.verifiers",
 }
 
-__getattr__ = lazy_exports(__name__, _LAZY)
+_lazy = lazy_exports(__name__, _LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """A lazy name, or a preset: every preset :mod:`judger.presets` finds (its registry is the
+    preset modules themselves) is exported here, and ``__all__`` lists them (asking for it loads
+    every preset module, as ``judger.presets.__all__`` does)."""
+    if name == "__all__":
+        return sorted({*_LAZY, "JudgerError", "__version__", *_presets().preset_names()})
+    if name not in _LAZY and name.endswith("JudgerConfig"):
+        value = getattr(_presets(), name, None)
+        if value is not None:
+            globals()[name] = value
+            return value
+    return _lazy(name)
+
+
+def _presets() -> Any:
+    import judger.presets
+
+    return judger.presets
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__all__"})
 
 
-__all__ = [
-    "BaseJudger",
-    "CPUResourceManager",
-    "CPUResourcesConfig",
-    "CodeJudgerConfig",
-    "CompassVerifierV2Config",
-    "ComposedJudger",
-    "ComposedJudgerConfig",
-    "DapoMathJudgerConfig",
-    "GEO3KJudgerConfig",
-    "GSM8KJudgerConfig",
-    "Judger",
-    "JudgerActor",
-    "JudgerConfig",
-    "JudgerError",
-    "JudgerOutput",
-    "JudgerOutputBatch",
-    "JudgerPayload",
-    "JudgerPayloadBatch",
-    "JudgerPool",
-    "MathJudgerConfig",
-    "MathVerifyJudgerConfig",
-    "NativeJudger",
-    "QAExactMatchJudgerConfig",
-    "RemoteJudger",
-    "RolloutState",
-    "Status",
-    "__version__",
-    "batch_handler",
-    "build_judger",
-    "weighted_sum",
-]
+if TYPE_CHECKING:  # for checkers and linters; at run time __getattr__ above adds the presets
+    __all__ = [
+        "BaseJudger",
+        "CPUResourceManager",
+        "CPUResourcesConfig",
+        "CompassVerifierV2Config",
+        "ComposedJudger",
+        "ComposedJudgerConfig",
+        "Judger",
+        "JudgerActor",
+        "JudgerConfig",
+        "JudgerError",
+        "JudgerOutput",
+        "JudgerOutputBatch",
+        "JudgerPayload",
+        "JudgerPayloadBatch",
+        "JudgerPool",
+        "NativeJudger",
+        "RemoteJudger",
+        "RolloutState",
+        "Status",
+        "__version__",
+        "batch_handler",
+        "build_judger",
+        "weighted_sum",
+    ]
