@@ -3,7 +3,8 @@
 There is no table to edit: a preset is any public ``*JudgerConfig`` class defined in a module of
 this package (``base``, ``inline``, ``loading``, ``scorer_options`` and ``xtuner_options`` hold
 machinery, not presets). Modules load on first use, so ``import judger.presets`` costs nothing until
-a preset is asked for.
+a preset is asked for. This is the one registry: ``judger`` exports (and ``judger.__all__`` lists)
+what it finds, and tests/presets/test_discovery.py checks the docs' preset lists against it.
 """
 
 from __future__ import annotations
