@@ -16,8 +16,6 @@ from judger.core.lazy import lazy_exports
 
 TYPE_CHECKING = False  # not typing's: importing typing would double the cost of ``import judger``
 if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
-    from typing import Any
-
     from judger.core.judger import (
         BaseJudger,
         Judger,
@@ -33,8 +31,9 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.judgers.native import NativeJudger
 
     # the defining modules, not the lazy packages: a checker (and the API reference, which reads
-    # this block) sees each class itself rather than a package ``__getattr__``'s Any. For the
-    # checkers only: every preset is exported, listed here or not (see ``__getattr__`` below)
+    # this block) sees each class itself rather than a package ``__getattr__``'s Any. A preset not
+    # listed here is exported all the same (at run time judger.presets finds it: see _more below);
+    # listing it here and in _LAZY is for the checkers and the API reference only
     from judger.presets.code import CodeJudgerConfig as CodeJudgerConfig
     from judger.presets.dapo import DapoMathJudgerConfig as DapoMathJudgerConfig
     from judger.presets.geo3k import GEO3KJudgerConfig as GEO3KJudgerConfig
@@ -75,37 +74,39 @@ _LAZY: dict[str, str] = {
     "JudgerActor": "judger.remote",
     "JudgerPool": "judger.remote",
     "CPUResourceManager": "judger.remote",
+    "GSM8KJudgerConfig": "judger.presets",
+    "MathJudgerConfig": "judger.presets",
+    "MathVerifyJudgerConfig": "judger.presets",
+    "DapoMathJudgerConfig": "judger.presets",
+    "GEO3KJudgerConfig": "judger.presets",
+    "QAExactMatchJudgerConfig": "judger.presets",
+    "CodeJudgerConfig": "judger.presets",
     "CompassVerifierV2Config": "judger.verifiers",
 }
 
-_lazy = lazy_exports(__name__, _LAZY)
 
+def _more(name: str) -> object:
+    """Past the lazy names: ``__all__`` (the API, every preset that :mod:`judger.presets` finds
+    included: asking for it loads every preset module), and any preset by its class name."""
+    import judger.presets as presets
 
-def __getattr__(name: str) -> Any:
-    """A lazy name, or a preset: every preset :mod:`judger.presets` finds (its registry is the
-    preset modules themselves) is exported here, and ``__all__`` lists them (asking for it loads
-    every preset module, as ``judger.presets.__all__`` does)."""
     if name == "__all__":
-        return sorted({*_LAZY, "JudgerError", "__version__", *_presets().preset_names()})
-    if name not in _LAZY and name.endswith("JudgerConfig"):
-        value = getattr(_presets(), name, None)
-        if value is not None:
-            globals()[name] = value
-            return value
-    return _lazy(name)
+        return sorted({*_LAZY, "JudgerError", "__version__", *presets.preset_names()})
+    if name.endswith("JudgerConfig"):
+        return getattr(presets, name)  # AttributeError naming the package when there is none
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _presets() -> Any:
-    import judger.presets
-
-    return judger.presets
+__getattr__ = lazy_exports(__name__, _LAZY, fallback=_more)
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | {"__all__"})
 
 
-if TYPE_CHECKING:  # for checkers and linters; at run time __getattr__ above adds the presets
+# for checkers and linters, the presets aside (re-exported above by name); at run time __getattr__
+# answers __all__, every preset included
+if TYPE_CHECKING:
     __all__ = [
         "BaseJudger",
         "CPUResourceManager",
