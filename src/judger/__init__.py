@@ -29,18 +29,6 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
     from judger.judgers.handlers import batch_handler
     from judger.judgers.native import NativeJudger
-
-    # the defining modules, not the lazy packages: a checker (and the API reference, which reads
-    # this block) sees each class itself rather than a package ``__getattr__``'s Any. A preset not
-    # listed here is exported all the same (at run time judger.presets finds it: see _more below);
-    # listing it here and in _LAZY is for the checkers and the API reference only
-    from judger.presets.code import CodeJudgerConfig as CodeJudgerConfig
-    from judger.presets.dapo import DapoMathJudgerConfig as DapoMathJudgerConfig
-    from judger.presets.geo3k import GEO3KJudgerConfig as GEO3KJudgerConfig
-    from judger.presets.gsm8k import GSM8KJudgerConfig as GSM8KJudgerConfig
-    from judger.presets.math import MathJudgerConfig as MathJudgerConfig
-    from judger.presets.math_verify import MathVerifyJudgerConfig as MathVerifyJudgerConfig
-    from judger.presets.qa import QAExactMatchJudgerConfig as QAExactMatchJudgerConfig
     from judger.remote.actor import JudgerActor
     from judger.remote.pool import JudgerPool
     from judger.remote.remote_judger import RemoteJudger
@@ -74,13 +62,6 @@ _LAZY: dict[str, str] = {
     "JudgerActor": "judger.remote",
     "JudgerPool": "judger.remote",
     "CPUResourceManager": "judger.remote",
-    "GSM8KJudgerConfig": "judger.presets",
-    "MathJudgerConfig": "judger.presets",
-    "MathVerifyJudgerConfig": "judger.presets",
-    "DapoMathJudgerConfig": "judger.presets",
-    "GEO3KJudgerConfig": "judger.presets",
-    "QAExactMatchJudgerConfig": "judger.presets",
-    "CodeJudgerConfig": "judger.presets",
     "CompassVerifierV2Config": "judger.verifiers",
 }
 
@@ -104,8 +85,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | {"__all__"})
 
 
-# for checkers and linters, the presets aside (re-exported above by name); at run time __getattr__
-# answers __all__, every preset included
+# for checkers and linters; at run time __getattr__ answers __all__, every preset included
 if TYPE_CHECKING:
     __all__ = [
         "BaseJudger",
