@@ -72,17 +72,26 @@ def _more(name: str) -> object:
     import judger.presets as presets
 
     if name == "__all__":
-        return sorted({*_LAZY, "JudgerError", "__version__", *presets.preset_names()})
+        return _names()
     if name.endswith("JudgerConfig"):
-        return getattr(presets, name)  # AttributeError naming the package when there is none
+        try:
+            return getattr(presets, name)
+        except AttributeError:
+            pass  # named as judger's, below
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _names() -> list[str]:
+    import judger.presets as presets
+
+    return sorted({*_LAZY, "JudgerError", "__version__", *presets.preset_names()})
 
 
 __getattr__ = lazy_exports(__name__, _LAZY, fallback=_more)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"__all__"})
+    return sorted(set(globals()) | set(_names()))
 
 
 # for checkers and linters; at run time __getattr__ answers __all__, every preset included
