@@ -8,6 +8,9 @@
   the model itself (``model_fields``, after inheritance and overrides: what a user's config gets),
   since the source shows ``DEFAULT_TIMEOUT`` where the user needs ``60.0``, and an inherited field
   nowhere. A model its module cannot be imported for fails the build, naming it.
+- Every preset :mod:`judger.presets` finds (its registry: the preset modules) is a member of
+  ``judger``, as at run time (``judger/__init__.py`` serves them from that registry, listing none),
+  so ``::: judger.GSM8KJudgerConfig`` renders the class.
 """
 
 from __future__ import annotations
@@ -90,7 +93,15 @@ def field_table(model: Any) -> str:
 class JudgerDocstrings(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.path == "judger":
+            self._add_presets(pkg)
             self._visit(pkg)
+
+    def _add_presets(self, pkg: griffe.Module) -> None:
+        presets: Any = importlib.import_module("judger.presets")
+        for name in presets.preset_names():
+            if name not in pkg.members:
+                target = f"{getattr(presets, name).__module__}.{name}"
+                pkg.set_member(name, griffe.Alias(name, target, parent=pkg))
 
     def _visit(self, obj: griffe.Object) -> None:
         if obj.docstring is not None:

@@ -29,16 +29,6 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers and IDEs
     from judger.judgers.config import ComposedJudgerConfig, CPUResourcesConfig, JudgerConfig, build_judger
     from judger.judgers.handlers import batch_handler
     from judger.judgers.native import NativeJudger
-
-    # the defining modules, not the lazy packages: a checker (and the API reference, which reads
-    # this block) sees each class itself rather than a package ``__getattr__``'s Any
-    from judger.presets.code import CodeJudgerConfig
-    from judger.presets.dapo import DapoMathJudgerConfig
-    from judger.presets.geo3k import GEO3KJudgerConfig
-    from judger.presets.gsm8k import GSM8KJudgerConfig
-    from judger.presets.math import MathJudgerConfig
-    from judger.presets.math_verify import MathVerifyJudgerConfig
-    from judger.presets.qa import QAExactMatchJudgerConfig
     from judger.remote.actor import JudgerActor
     from judger.remote.pool import JudgerPool
     from judger.remote.remote_judger import RemoteJudger
@@ -72,52 +62,62 @@ _LAZY: dict[str, str] = {
     "JudgerActor": "judger.remote",
     "JudgerPool": "judger.remote",
     "CPUResourceManager": "judger.remote",
-    "GSM8KJudgerConfig": "judger.presets",
-    "MathJudgerConfig": "judger.presets",
-    "MathVerifyJudgerConfig": "judger.presets",
-    "DapoMathJudgerConfig": "judger.presets",
-    "GEO3KJudgerConfig": "judger.presets",
-    "QAExactMatchJudgerConfig": "judger.presets",
-    "CodeJudgerConfig": "judger.presets",
     "CompassVerifierV2Config": "judger.verifiers",
 }
 
-__getattr__ = lazy_exports(__name__, _LAZY)
+
+def _more(name: str) -> object:
+    """Past the lazy names: ``__all__`` (the API, every preset that :mod:`judger.presets` finds
+    included: asking for it loads every preset module), and any preset by its class name."""
+    import judger.presets as presets
+
+    if name == "__all__":
+        return _names()
+    if name.endswith("JudgerConfig"):
+        try:
+            return getattr(presets, name)
+        except AttributeError:
+            pass  # named as judger's, below
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _names() -> list[str]:
+    import judger.presets as presets
+
+    return sorted({*_LAZY, "JudgerError", "__version__", *presets.preset_names()})
+
+
+__getattr__ = lazy_exports(__name__, _LAZY, fallback=_more)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_names()))
 
 
-__all__ = [
-    "BaseJudger",
-    "CPUResourceManager",
-    "CPUResourcesConfig",
-    "CodeJudgerConfig",
-    "CompassVerifierV2Config",
-    "ComposedJudger",
-    "ComposedJudgerConfig",
-    "DapoMathJudgerConfig",
-    "GEO3KJudgerConfig",
-    "GSM8KJudgerConfig",
-    "Judger",
-    "JudgerActor",
-    "JudgerConfig",
-    "JudgerError",
-    "JudgerOutput",
-    "JudgerOutputBatch",
-    "JudgerPayload",
-    "JudgerPayloadBatch",
-    "JudgerPool",
-    "MathJudgerConfig",
-    "MathVerifyJudgerConfig",
-    "NativeJudger",
-    "QAExactMatchJudgerConfig",
-    "RemoteJudger",
-    "RolloutState",
-    "Status",
-    "__version__",
-    "batch_handler",
-    "build_judger",
-    "weighted_sum",
-]
+# for checkers and linters; at run time __getattr__ answers __all__, every preset included
+if TYPE_CHECKING:
+    __all__ = [
+        "BaseJudger",
+        "CPUResourceManager",
+        "CPUResourcesConfig",
+        "CompassVerifierV2Config",
+        "ComposedJudger",
+        "ComposedJudgerConfig",
+        "Judger",
+        "JudgerActor",
+        "JudgerConfig",
+        "JudgerError",
+        "JudgerOutput",
+        "JudgerOutputBatch",
+        "JudgerPayload",
+        "JudgerPayloadBatch",
+        "JudgerPool",
+        "NativeJudger",
+        "RemoteJudger",
+        "RolloutState",
+        "Status",
+        "__version__",
+        "batch_handler",
+        "build_judger",
+        "weighted_sum",
+    ]

@@ -10,7 +10,8 @@ import pytest
 from rich.console import Console
 
 from judger import RolloutState, Status
-from judger.cli.report import examples, render_examples, render_summary, shorten, summarize
+from judger.cli.report import examples, render_examples, render_summary, shorten
+from judger.cli.tally import summarize
 
 pytestmark = pytest.mark.py310
 

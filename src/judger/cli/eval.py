@@ -27,7 +27,8 @@ from judger.cli.eval_output import OutputConflict, check_served_model, claim_out
 from judger.cli.generation_report import generation_summary, record_generation, render_generation
 from judger.cli.judging import build, score_states
 from judger.cli.pools import close_shared_pool as _close_shared_pool
-from judger.cli.report import progress_bar, render_summary, summarize
+from judger.cli.report import progress_bar, render_summary
+from judger.cli.tally import summarize
 from judger.core.rollout import RolloutState, Status
 from judger.presets.loading import ConfigError
 

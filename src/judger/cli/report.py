@@ -1,7 +1,8 @@
-"""The summary of a scoring run, per data_source: counts, mean score, accuracy, @N metrics, examples.
+"""How a scoring run's samples read in its report (failure kinds and reasons, the @N headline,
+examples), and the report drawn with rich: :func:`render_summary` and :func:`render_examples`.
 
-:func:`summarize` builds a JSON-ready dict (what ``judger score --format json`` prints);
-:func:`render_summary` and :func:`render_examples` draw it with rich.
+The summary itself (the JSON-ready dict ``judger score --format json`` prints) is built in one
+place, :class:`judger.cli.tally.Tally` (:func:`judger.cli.tally.summarize` for a list of states).
 """
 
 from __future__ import annotations
@@ -12,15 +13,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from judger.core.outputs import finite_number
 from judger.core.rollout import RolloutState, Status
-from judger.trainer.metrics import Metrics, compute_validation_metrics, data_source_name
+from judger.trainer.metrics import data_source_name
 
 AT_N = ("mean", "best", "maj", "pass")
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def failure_kind(state: RolloutState) -> str | None:
@@ -71,58 +67,6 @@ def _at_n(var2metric: dict[str, dict[str, float]]) -> dict[str, Any] | None:
         "best": metrics.get(f"best@{n}/mean"),
         "maj": metrics.get(f"maj@{n}/mean"),
         "pass": metrics.get(f"pass@{n}"),
-    }
-
-
-def summarize(
-    states: Sequence[RolloutState],
-    elapsed_s: float,
-    metrics: Metrics | None = None,
-    *,
-    bad_rows: Sequence[Any] = (),
-) -> dict[str, Any]:
-    """Per data_source: samples, judged, skipped, failed, timed_out, mean_score, accuracy, at_n, metrics,
-    failure_reasons (the three most common, with counts).
-
-    Failed samples (the judge raised or timed out) are counted, not scored: they are left out of the
-    mean score, the accuracy and the @N metrics (a judge that failed is not a wrong answer).
-    Skipped samples were not judged at all (rows whose status is not COMPLETED).
-    """
-    if metrics is None:
-        metrics = compute_validation_metrics(states)
-    by_source: dict[str, list[RolloutState]] = {}
-    for state in states:
-        by_source.setdefault(data_source_name(state.data_source), []).append(state)
-    sources: dict[str, Any] = {}
-    for name, group in by_source.items():
-        kinds = [failure_kind(s) for s in group]
-        scores = [v for s in group if s.reward and (v := finite_number(s.reward.get("score"))) is not None]
-        accs = [v for s in group if s.reward and (v := finite_number(s.reward.get("acc"))) is not None]
-        var2metric = metrics.get(name, {})
-        sources[name] = {
-            "samples": len(group),
-            "judged": sum(1 for s in group if s.reward is not None),
-            "skipped": sum(1 for s, kind in zip(group, kinds) if s.reward is None and kind is None),
-            "failed": kinds.count("error"),
-            "timed_out": kinds.count("timeout"),
-            "mean_score": _mean(scores),
-            "accuracy": _mean(accs),
-            "at_n": _at_n(var2metric),
-            "metrics": var2metric,
-            "failure_reasons": top_reasons(group),
-        }
-    total = len(states)
-    skipped = sum(v["skipped"] for v in sources.values())
-    return {
-        "samples": total,
-        "judged": sum(v["judged"] for v in sources.values()),
-        "skipped": skipped,
-        "failed": sum(v["failed"] for v in sources.values()),
-        "timed_out": sum(v["timed_out"] for v in sources.values()),
-        "bad_rows": len(bad_rows),
-        "elapsed_s": round(elapsed_s, 3),
-        "samples_per_s": round((total - skipped) / elapsed_s, 1) if elapsed_s > 0 else None,
-        "data_sources": sources,
     }
 
 

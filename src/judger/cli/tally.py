@@ -5,8 +5,9 @@ data_source, prompt group and reward values (the @N metrics group samples across
 Keeping a Python object per sample would do, but each would pin the allocator's pools of the chunk
 it was made in: the process would then grow with the file however little it keeps. So a
 :class:`Tally` keeps typed arrays (a code per data_source, a hash per prompt group, a float or a
-value code per reward variable) plus counters per data_source, and builds from them exactly the
-summary :func:`judger.cli.report.summarize` builds from the states.
+value code per reward variable) plus counters per data_source, and builds the run's summary from
+them: the one place it is built (:func:`summarize` is a tally of a list of states). A metric of the
+report is a counter of :class:`_Source` and its line in :meth:`Tally.summary`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from judger.core.rollout import RolloutState, Status
 from judger.trainer.mean_at_1 import mean_at_1
 from judger.trainer.metrics import (
     Metrics,
+    compute_validation_metrics,
     data_source_name,
     process_validation_metrics,
     prompt_key,
@@ -319,8 +321,17 @@ class Tally:
         infos = {key: column.column() for key, column in self._columns.items()}
         return process_validation_metrics(data_sources, list(self._judged_group), infos, 42)
 
-    def summary(self, elapsed_s: float, metrics: Metrics | None = None) -> dict[str, Any]:
-        """What :func:`judger.cli.report.summarize` gives for the same samples."""
+    def summary(
+        self, elapsed_s: float, metrics: Metrics | None = None, *, bad_rows: int | None = None
+    ) -> dict[str, Any]:
+        """The run's summary, per data_source: samples, judged, skipped, failed, timed_out,
+        mean_score, accuracy, at_n, metrics, failure_reasons (the three most common, with counts).
+
+        Failed samples (the judge raised or timed out) are counted, not scored: they are left out of
+        the mean score, the accuracy and the @N metrics (a judge that failed is not a wrong answer).
+        Skipped samples were not judged at all (rows whose status is not COMPLETED). ``bad_rows``:
+        the unreadable input rows (default: those :attr:`errors` counted).
+        """
         if metrics is None:
             metrics = self.metrics()
         sources: dict[str, Any] = {}
@@ -345,8 +356,24 @@ class Tally:
             "skipped": skipped,
             "failed": sum(v["failed"] for v in sources.values()),
             "timed_out": sum(v["timed_out"] for v in sources.values()),
-            "bad_rows": len(self.errors),
+            "bad_rows": len(self.errors) if bad_rows is None else bad_rows,
             "elapsed_s": round(elapsed_s, 3),
             "samples_per_s": round((self.samples - skipped) / elapsed_s, 1) if elapsed_s > 0 else None,
             "data_sources": sources,
         }
+
+
+def summarize(
+    states: Sequence[RolloutState],
+    elapsed_s: float,
+    metrics: Metrics | None = None,
+    *,
+    bad_rows: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """:meth:`Tally.summary` of ``states`` (``metrics``: by default
+    :func:`~judger.trainer.metrics.compute_validation_metrics` of them)."""
+    tally = Tally()
+    tally.add(states)
+    if metrics is None:
+        metrics = compute_validation_metrics(states)
+    return tally.summary(elapsed_s, metrics, bad_rows=len(bad_rows))

@@ -1,9 +1,10 @@
 """Built-in judger configs, one family per module, each over a pure scorer in ``judger.scorers``.
 
 There is no table to edit: a preset is any public ``*JudgerConfig`` class defined in a module of
-this package (``base``, ``inline``, ``loading`` and ``xtuner_options`` hold machinery, not
-presets). Modules load on first use, so ``import judger.presets`` costs nothing until a preset is
-asked for.
+this package (``base``, ``inline``, ``loading``, ``scorer_options`` and ``xtuner_options`` hold
+machinery, not presets). Modules load on first use, so ``import judger.presets`` costs nothing until
+a preset is asked for. This is the one registry: ``judger`` exports (and ``judger.__all__`` lists)
+what it finds, and tests/presets/test_discovery.py checks the docs' preset lists against it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from types import ModuleType
 
 from judger.core.errors import ConfigError
 
-_MACHINERY = frozenset({"base", "inline", "loading", "xtuner_options"})
+_MACHINERY = frozenset({"base", "inline", "loading", "scorer_options", "xtuner_options"})
 _found: dict[str, type] = {}
 _loaded: set[str] = set()
 

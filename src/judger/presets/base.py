@@ -32,6 +32,7 @@ from judger.core.judger import (
 )
 from judger.core.rollout import RolloutState
 from judger.judgers.config import JudgerConfig
+from judger.presets.scorer_options import check_scorer_options
 from judger.presets.xtuner_options import build_with_handler, check_options, fold_extra_info
 from judger.runtime.executors.base import Executor, Needs, spread
 from judger.runtime.executors.pick import Setting, pick_executor
@@ -291,10 +292,12 @@ class ScorerJudgerConfig(JudgerConfig):
     def build_local(self) -> Judger:
         if self.reward_handler is not None:
             return build_with_handler(self, self.handler_extra_info())
+        scorer, options = self.scorer(), self.scorer_options()
+        check_scorer_options(type(self).__name__, scorer, options)
         return self.judger_class()(
             self.judger_name,
-            self.scorer(),
-            self.scorer_options(),
+            scorer,
+            options,
             execution=self.execution,
             on_error=self.on_error,
             timeout=self.timeout,

@@ -16,7 +16,7 @@ from judger.presets.base import ScorerFn, ScorerJudger, ScorerJudgerConfig
 from judger.runtime.executors.base import Needs, spread
 from judger.runtime.executors.pick import Setting, pick_executor
 from judger.runtime.sandbox.bwrap import drops_to_own_uid
-from judger.runtime.sandbox.runner import SandboxLimits, require_isolation
+from judger.runtime.sandbox.runner import DEFAULT_MEMORY_MB, SandboxLimits, require_isolation
 from judger.scorers.code import compute_score, sample_budget, sandbox_fusion_base, score_async
 
 
@@ -94,7 +94,9 @@ class CodeJudgerConfig(ScorerJudgerConfig):
     max_tests: int | None = Field(None, ge=1, description="score only the first max_tests tests")
     wall_s: float = Field(10.0, gt=0, description="wall-clock seconds per test")
     cpu_s: float = Field(10.0, gt=0, description="CPU seconds per test (RLIMIT_CPU)")
-    memory_mb: int = Field(1024, gt=0, description="address-space limit of the program (RLIMIT_AS)")
+    memory_mb: int = Field(
+        DEFAULT_MEMORY_MB, gt=0, description="address-space limit of the program (RLIMIT_AS)"
+    )
     output_mb: int = Field(64, gt=0, description="largest file (stdout included) the program may write")
     scratch_mb: int = Field(256, gt=0, description="total size of the program's scratch tmpfs")
     scratch_inodes: int = Field(

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from judger.core.deadlines import judge_deadline
 from judger.runtime.sandbox.fusion import run_tests_remote
 from judger.runtime.sandbox.runner import (
+    DEFAULT_MEMORY_MB,
     Isolation,
     Mode,
     SandboxLimits,
@@ -385,7 +386,7 @@ def compute_score(
     max_tests: int | None = None,
     wall_s: float = 10.0,
     cpu_s: float = 10.0,
-    memory_mb: int = 1024,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     output_mb: int = 64,
     scratch_mb: int = 256,
     isolation: Isolation = "bwrap",

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from judger.core.rollout import RolloutState, Status
 from judger.server.body import BodyError, BodyLimits, echo
+from judger.server.models import RewardRequest, is_data_source
 from judger.server.openrlhf import GetRewardReader
 from judger.server.states import twin, validate_json_items
 
@@ -32,9 +33,7 @@ def _object(value: Any, where: str) -> dict[str, Any]:
 
 
 def _data_source(value: Any, where: str) -> str | dict[str, Any] | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, dict) and all(isinstance(v, (int, float)) for v in value.values()):
+    if is_data_source(value):
         return value
     raise BodyError(f"{where}: expected a string, an object of weights, or null")
 
@@ -49,28 +48,9 @@ def _string_list(value: Any, where: str, *, nullable: bool = False) -> list[Any]
 
 
 def reward_state(body: Any) -> RolloutState:
-    """``/reward``: ``{"response", "label", "extra_info", "data_source"}`` -> one state."""
-    body = _object(body, "body")
-    unknown = body.keys() - {"response", "label", "extra_info", "data_source"}
-    if unknown:
-        names = ", ".join(echo(k) for k in sorted(unknown)[:5])
-        raise BodyError(f"body: unknown field(s) {names}; allowed: response, label, extra_info, data_source")
-    if "response" not in body:
-        raise BodyError("response: Field required (the model's response text, or null)")
-    response = body["response"]
-    if response is not None and not isinstance(response, str):
-        raise BodyError(f"response: expected a string or null, got {type(response).__name__}")
-    extra_info = body.get("extra_info") or {}
-    extra_info = _object(extra_info, "extra_info")
-    question = extra_info.get("question", extra_info.get("prompt"))
-    return RolloutState(
-        message=[{"role": "user", "content": question}] if isinstance(question, str) else [],
-        response=response,
-        reward_model={"ground_truth": body.get("label")},
-        data_source=_data_source(body.get("data_source"), "data_source"),
-        status=Status.COMPLETED,
-        extra_fields={"extra_info": extra_info} if extra_info else {},
-    )
+    """``/reward``: ``{"response", "label", "extra_info", "data_source"}`` -> one state
+    (:meth:`RewardRequest.parse`: the model that documents the body parses it)."""
+    return RewardRequest.parse(body)
 
 
 SLIME_FIELDS = ("prompt", "response", "label")

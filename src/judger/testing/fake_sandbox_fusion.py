@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from judger.runtime.sandbox.runner import SandboxLimits, TestOutcome, run_tests
+from judger.runtime.sandbox.runner import DEFAULT_MEMORY_MB, SandboxLimits, TestOutcome, run_tests
 
 
 class FakeSandboxFusion:
@@ -40,9 +40,9 @@ class FakeSandboxFusion:
         if body.get("language") != "python" or not isinstance(body.get("code"), str):
             return {"status": "SandboxError", "message": "unsupported language", "run_result": None}
         timeout = float(body.get("run_timeout") or 10)
-        memory = int(body.get("memory_limit_MB") or 1024)
+        memory = int(body.get("memory_limit_MB") or DEFAULT_MEMORY_MB)
         if memory <= 0:
-            memory = 1024
+            memory = DEFAULT_MEMORY_MB
         limits = SandboxLimits(wall_s=timeout, cpu_s=timeout, memory_mb=memory, isolation=self.isolation)  # type: ignore[arg-type]
         seen: dict[str, Any] = {}
 

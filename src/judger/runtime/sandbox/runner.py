@@ -55,6 +55,10 @@ TestStatus = Literal["passed", "failed", "error", "timeout", "crashed", "not_run
 Isolation = Literal["bwrap", "none-unsafe"]
 ISOLATIONS: tuple[str, ...] = ("bwrap", "none-unsafe")
 
+DEFAULT_MEMORY_MB = 1024
+"""The program's default address-space limit: the one place it is written (the code preset, the code
+scorer and verl's code route all read it)."""
+
 SUPERVISOR_PATH = os.path.join(bwrap.INSIDE_DIR, "supervisor.py")
 # interpreter start-up inside the sandbox, before the program's own clock starts
 _STARTUP_ALLOWANCE_S = 5.0
@@ -76,7 +80,7 @@ class SandboxLimits:
 
     wall_s: float = 10.0
     cpu_s: float = 10.0
-    memory_mb: int = 1024
+    memory_mb: int = DEFAULT_MEMORY_MB
     output_mb: int = 64
     scratch_mb: int = 256
     scratch_inodes: int = 16384
