@@ -47,7 +47,9 @@ def test_all_is_the_list_docs_architecture_documents() -> None:
     block = re.search(r"<!-- public-api -->(.*?)<!-- /public-api -->", text, re.S)
     assert block is not None, "docs/architecture.md lost its public-api list"
     documented = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", block.group(1))
-    assert sorted(documented) == sorted(judger.__all__)
+    # the presets are named by their registry (each preset module), not by a list in the doc
+    assert sorted(documented) == sorted(set(judger.__all__) - set(presets.preset_names()))
+    assert "every preset" in block.group(1)
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
