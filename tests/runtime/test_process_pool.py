@@ -308,7 +308,9 @@ def test_same_results_inside_threaded_and_async_ray_actors(ray_cluster) -> None:
     expected = [[math.factorial(n) for n in ns], "JudgeTimeoutError"]
     actors = [threaded_cls.remote(), async_cls.remote()]
     try:
-        results = ray.get([a.score.remote(ns) for a in actors], timeout=120)
+        # a hang guard: normally 10-20 s (two actors each start the shared pool); 120 s was passed
+        # with four test workers and a CPU hog on both cores
+        results = ray.get([a.score.remote(ns) for a in actors], timeout=300)
         assert results == [expected, expected]
     finally:
         for actor in actors:
