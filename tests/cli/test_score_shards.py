@@ -249,8 +249,8 @@ def test_only_rule_presets_are_sharded_unasked() -> None:
 
 def test_a_pool_server_is_started_for_judgers_that_may_grade_on_workers() -> None:
     from judger import GSM8KJudgerConfig, MathJudgerConfig, build_judger
-    from judger.cli.pools import may_use_pool, uses_pool
     from judger.cli.judging import default_config
+    from judger.cli.pools import may_use_pool, uses_pool
     from judger.compat.verl.router import VerlDefaultJudgerConfig
 
     router = build_judger(default_config())

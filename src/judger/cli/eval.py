@@ -25,9 +25,9 @@ from typing import Any
 from judger.cli.completion_length import fail_overlong
 from judger.cli.eval_output import OutputConflict, check_served_model, claim_output, run_identity
 from judger.cli.generation_report import generation_summary, record_generation, render_generation
+from judger.cli.judging import build, score_states
 from judger.cli.pools import close_shared_pool as _close_shared_pool
 from judger.cli.report import progress_bar, render_summary, summarize
-from judger.cli.judging import build, score_states
 from judger.core.rollout import RolloutState, Status
 from judger.presets.loading import ConfigError
 

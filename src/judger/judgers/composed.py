@@ -23,7 +23,7 @@ from judger.core.judger import (
 )
 from judger.core.rollout import RolloutState
 from judger.judgers.handlers import import_object
-from judger.judgers.merge import Merge, MergeFn, branch_weight, merge_takes_lists, weighted_sum
+from judger.judgers.merge import Merge, Merged, MergeFn, branch_weight, merge_takes_lists, weighted_sum
 
 __all__ = ["ComposedJudger", "MergeFn", "RoutingError", "merge_takes_lists", "weighted_sum"]
 
@@ -344,7 +344,7 @@ class ComposedJudger(BatchJudger):
     async def _judge_and_merge(self, rollout_states: list[RolloutState]) -> None:
         """The payload path of the samples no single branch judges alone: one batched call per
         branch (:meth:`_judge_batch`), each single-branch result written by its branch, the others
-        merged together at the end."""
+        merged (by a list-form ``merge_fn`` together, at the end)."""
         payloads: list[JudgerPayload] = []
         owners: list[RolloutState] = []
         for state in rollout_states:
@@ -353,7 +353,7 @@ class ComposedJudger(BatchJudger):
                 owners.append(state)
             except Exception as exc:
                 self.capture(state, exc)
-        pending: list[tuple[RolloutState, dict[str, JudgerOutput]]] = []
+        pending: list[Merged] = []
         for state, result in zip(owners, await self.run_payloads(payloads)):
             if isinstance(result, JudgeFailure):
                 if self.on_error == "raise":
@@ -365,8 +365,14 @@ class ComposedJudger(BatchJudger):
             except Exception as exc:
                 self.capture(state, exc)
                 continue
-            if rewards is not None:
-                pending.append((state, rewards))
+            if rewards is None:
+                continue
+            pending.append((state, rewards))
+            if self._merge is not None and not self._merge.lists:
+                # a per-sample merge_fn merges each sample at once: a batch's rewards are not all
+                # kept alive until its end (the collector would walk them, again and again)
+                await self._merge_all(pending)
+                pending.clear()
         await self._merge_all(pending)
 
     async def _branch_rewards(
@@ -384,22 +390,18 @@ class ComposedJudger(BatchJudger):
             )
         return {name: await _branch_reward(self.branch(name), state, out) for name, out in outputs.items()}
 
-    async def _merge_all(self, pending: list[tuple[RolloutState, dict[str, JudgerOutput]]]) -> None:
-        """Merge each state's branch rewards into its reward: one merge call per set of selected
-        branches; a state the merge fails is captured alone."""
-        groups: dict[tuple[str, ...], list[tuple[RolloutState, dict[str, JudgerOutput]]]] = {}
-        for state, rewards in pending:
-            groups.setdefault(tuple(rewards), []).append((state, rewards))
-        for names, members in groups.items():
-            states = [state for state, _ in members]
-            judged = {name: [rewards[name] for _, rewards in members] for name in names}
-            assert self._merge is not None  # pending is empty without a merge_fn
-            for state, merged in zip(states, await self._merge(states, judged)):
-                if isinstance(merged, Exception):
-                    self.capture(state, merged)
-                elif merged is not state:  # merge_fn built new states: carry their results over
-                    state.reward, state.status = merged.reward, merged.status
-                    state.error_msg = merged.error_msg
+    async def _merge_all(self, pending: list[Merged]) -> None:
+        """Merge each state's branch rewards into its reward; a state the merge fails is captured
+        alone (the list form of ``merge_fn`` runs once per set of selected branches)."""
+        if not pending:
+            return
+        assert self._merge is not None  # pending is empty without a merge_fn
+        for (state, _), merged in zip(pending, await self._merge(pending)):
+            if isinstance(merged, Exception):
+                self.capture(state, merged)
+            elif merged is not state:  # merge_fn built new states: carry their results over
+                state.reward, state.status = merged.reward, merged.status
+                state.error_msg = merged.error_msg
 
     async def _write_single(self, state: RolloutState, outputs: dict[str, JudgerOutput]) -> RolloutState:
         ((name, out),) = outputs.items()
@@ -411,7 +413,7 @@ class ComposedJudger(BatchJudger):
             return await self._write_single(rollout_state, outputs)
         rewards = await self._branch_rewards(rollout_state, outputs)
         assert rewards is not None and self._merge is not None
-        (merged,) = await self._merge([rollout_state], {name: [r] for name, r in rewards.items()})
+        (merged,) = await self._merge([(rollout_state, rewards)])
         if isinstance(merged, Exception):
             raise merged
         return merged

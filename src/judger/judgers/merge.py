@@ -39,12 +39,17 @@ def merge_takes_lists(merge_fn: Callable[..., Any]) -> bool:
     return "list" in str(params[0].annotation).lower()
 
 
+Merged = tuple[RolloutState, dict[str, JudgerOutput]]
+"""One state and its branches' rewards, ``{branch: output}``: what a merge takes per sample."""
+
+
 class Merge:
-    """``merge_fn`` of either form behind one call: ``await merge(states, {branch: outputs})`` gives
-    each state's merged state, checked, or the exception that failed it.
+    """``merge_fn`` of either form behind one call: ``await merge([(state, {branch: output}), ...])``
+    gives each state's merged state, checked, or the exception that failed it, in order.
 
     The per-sample form is called once per state (each under the deadline, each failing alone); the
-    list form once for the whole list (under one deadline; a failure fails every state in it).
+    list form once per set of selected branches (under one deadline; a failure fails every state of
+    that call).
     """
 
     def __init__(self, merge_fn: MergeFn, *, lists: bool, judger_name: str, timeout: float) -> None:
@@ -53,21 +58,31 @@ class Merge:
         self.judger_name = judger_name
         self.timeout = timeout
 
-    async def __call__(
-        self, states: list[RolloutState], judged: dict[str, list[JudgerOutput]]
-    ) -> list[RolloutState | Exception]:
+    async def __call__(self, pending: list[Merged]) -> list[RolloutState | Exception]:
         if self.lists:
-            try:
-                return list(await self._merge_lists(states, judged))
-            except Exception as exc:
-                return [exc] * len(states)
+            return await self._by_branch_set(pending)
         out: list[RolloutState | Exception] = []
-        for i, state in enumerate(states):
+        for state, rewards in pending:
             try:
-                rewards = {name: outputs[i] for name, outputs in judged.items()}
                 out.append(await self._merge_one(state, rewards))
             except Exception as exc:
                 out.append(exc)
+        return out
+
+    async def _by_branch_set(self, pending: list[Merged]) -> list[RolloutState | Exception]:
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, (_, rewards) in enumerate(pending):
+            groups.setdefault(tuple(rewards), []).append(i)
+        out: list[RolloutState | Exception] = [*(state for state, _ in pending)]
+        for names, members in groups.items():
+            states = [pending[i][0] for i in members]
+            judged = {name: [pending[i][1][name] for i in members] for name in names}
+            try:
+                merged: list[RolloutState | Exception] = list(await self._merge_lists(states, judged))
+            except Exception as exc:
+                merged = [exc] * len(members)
+            for i, result in zip(members, merged):
+                out[i] = result
         return out
 
     async def _merge_one(self, state: RolloutState, rewards: dict[str, JudgerOutput]) -> RolloutState:
