@@ -3,9 +3,11 @@
 For a regex over a few hundred characters the scorer costs about a microsecond, so the generic
 ``preprocess -> run_payloads -> finish`` pipeline (a payload dict, a dedup key, a kwargs merge, an
 output check and an awaitable check per sample) would cost several times the scoring itself.
-``batch_judge`` here does the same work in a few passes over the states: read the responses and
+Its :meth:`~InlineScorerJudger.judge_states` (the pass ``batch_judge`` takes: it declares
+``judges_states``) does the same work in a few passes over the states: read the responses and
 labels, score them, store each output; a sample whose scorer fails fails alone (per ``on_error``).
-There is no batch dedup on this path: hashing a response costs about as much as scoring it.
+There is no batch dedup on this path: hashing a response costs about as much as scoring it. A
+subclass or an instance given its own ``preprocess`` or ``postprocess`` takes the generic path.
 
 ``batch_scorer(responses, labels)`` is the scorer with its options bound, for scorers that do not
 read ``extra_info`` and always return valid outputs (judger's own), failing a null response with
