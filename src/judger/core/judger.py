@@ -13,9 +13,9 @@ import inspect
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
 
 from judger.core.batching import MicroBatcher, dedup
 from judger.core.deadlines import judge_deadline
@@ -146,6 +146,55 @@ class Judger(BaseJudger):
     returns one output or a list of the same length.
     """
 
+    # --- capabilities: the shortcuts the batch driver may take ------------------------------------
+    #
+    # Each is a plain class attribute, read by :func:`batch_plan` (the one place that picks a batch
+    # path) and by ``run_payloads``. A shortcut skips a hook, so overriding that hook withdraws it:
+    # a class that defines a hook listed in ``capability_hooks`` without declaring the capability
+    # again in its own body gets False, and so does an instance that is given the hook.
+
+    plain_postprocess: bool = True
+    """``postprocess`` only writes the output as the reward: the driver writes the rewards itself,
+    without a call per sample."""
+    unique_payloads: bool = True
+    """``_dedup_key`` is None for every payload: ``run_payloads`` skips the dedup pass."""
+    judges_states: bool = False
+    """:meth:`judge_states` scores a batch of states in a pass of its own (a scorer cheaper than a
+    payload per sample; a composition's grouping), writing what the payload path writes."""
+    plain_batch_judge: bool = True
+    """``batch_judge`` is this driver: a composition may then judge the payloads of its samples
+    itself, with those of the other branches; False: it hands them to ``batch_judge`` whole."""
+    delegates_hooks: bool = False
+    """``preprocess`` and ``postprocess`` only call those of ``self.local`` (a judger that runs the
+    payloads elsewhere): the driver calls those directly, with their shortcuts."""
+    capability_hooks: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "plain_postprocess": ("postprocess",),
+        "unique_payloads": ("_dedup_key",),
+        "judges_states": ("preprocess", "postprocess"),
+        "plain_batch_judge": ("batch_judge",),
+        "delegates_hooks": ("preprocess", "postprocess"),
+    }
+    """Each capability and the hooks it skips (a subclass extends the mapping with its own)."""
+    _withdrawn_by: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        withdrawn: dict[str, list[str]] = {}
+        for capability, hooks in cls.capability_hooks.items():
+            for hook in hooks:
+                withdrawn.setdefault(hook, []).append(capability)
+            if capability not in own and not own.keys().isdisjoint(hooks):
+                setattr(cls, capability, False)
+        cls._withdrawn_by = {hook: tuple(caps) for hook, caps in withdrawn.items()}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a hook given to one instance (judger.postprocess = fn) withdraws, on that instance, the
+        # shortcuts that would skip it
+        for capability in self._withdrawn_by.get(name, ()):
+            object.__setattr__(self, capability, False)
+        object.__setattr__(self, name, value)
+
     def preprocess(self, rollout_state: RolloutState) -> JudgerPayload:
         reward_model = rollout_state.reward_model
         return {
@@ -246,7 +295,7 @@ class Judger(BaseJudger):
         """
         if not payloads:
             return []
-        if type(self)._dedup_key is Judger._dedup_key:  # no key: nothing to merge
+        if self.unique_payloads:  # no key: nothing to merge
             unique, slots = list(payloads), None
         else:
             unique, slots = dedup(payloads, self._dedup_key)
@@ -334,62 +383,102 @@ class Judger(BaseJudger):
         return await written
 
     async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
-        payloads: list[JudgerPayload] = []
-        owners: list[int] = []
-        preprocess = self._preprocessor()
-        for i, state in enumerate(rollout_states):
-            try:
-                payloads.append(preprocess(state))
-                owners.append(i)
-            except Exception as exc:
-                self.capture(state, exc)
-        results = await self.run_payloads(payloads)
-        if self._writes_plainly():
-            # the default postprocess, without its two calls per sample
-            for i, result in zip(owners, results):
-                if type(result) is dict:
-                    write_reward(rollout_states[i], result)
-                else:
-                    self._finish_now(rollout_states[i], result)
-            return rollout_states
-        for i, result in zip(owners, results):
-            written = self._finish_now(rollout_states[i], result)
-            if not isinstance(written, RolloutState) and inspect.isawaitable(written):
-                await written  # an async postprocess: the rest of its work
+        """The batch driver: the judger's own pass over the states where it declares one
+        (:attr:`judges_states`), else preprocess all -> judge the payloads -> write all."""
+        if batch_plan(self).states_pass:
+            await self.judge_states(rollout_states)
+        else:
+            await judge_payloads(self, rollout_states)
         return rollout_states
 
-    def _preprocessor(self) -> Callable[[RolloutState], JudgerPayload]:
-        """The function ``batch_judge`` calls per state: ``self.preprocess``, or for a judger that
-        only delegates it, the delegate's (one call a sample instead of two)."""
-        return self.preprocess
-
-    def _writes_plainly(self) -> bool:
-        """True when ``postprocess`` is the default one (not overridden, not set on the instance):
-        ``batch_judge`` then writes rewards itself."""
-        return type(self).postprocess is Judger.postprocess and "postprocess" not in self.__dict__
+    async def judge_states(self, rollout_states: list[RolloutState]) -> None:
+        """Judge ``rollout_states`` in place, in a pass of the judger's own; the driver calls it
+        for a judger that declares :attr:`judges_states`. The default is the payload path."""
+        await judge_payloads(self, rollout_states)
 
     def _finish_now(
-        self, state: RolloutState, result: PayloadResult
+        self, state: RolloutState, result: PayloadResult, policy: BaseJudger | None = None
     ) -> RolloutState | Awaitable[RolloutState]:
-        # one result written back: postprocess for an output, the failure policy otherwise; an
-        # awaitable only for an async postprocess, so judge and batch_judge pay no coroutine each
+        # one result written back: postprocess for an output, the failure policy (``policy``'s:
+        # this judger's, or the composition's it judges for) otherwise; an awaitable only for an
+        # async postprocess, so judge and batch_judge pay no coroutine each
+        policy = policy or self
         if isinstance(result, JudgeFailure):
-            if self.on_error == "raise":
+            if policy.on_error == "raise":
                 raise result.to_exception()
             return mark_failed(state, result)
         try:
             written = self.postprocess(state, result)
         except Exception as exc:
-            return self.capture(state, exc)
+            return policy.capture(state, exc)
         if isinstance(written, RolloutState) or not inspect.isawaitable(written):
             return written
-        return self._finish_async(state, written)
+        return _finish_async(policy, state, written)
 
-    async def _finish_async(self, state: RolloutState, written: Awaitable[RolloutState]) -> RolloutState:
+
+async def _finish_async(
+    policy: BaseJudger, state: RolloutState, written: Awaitable[RolloutState]
+) -> RolloutState:
+    try:
+        return await written
+    except Exception as exc:
+        return policy.capture(state, exc)
+
+
+class BatchPlan(NamedTuple):
+    """How the driver judges a batch, picked from the judger's capabilities by :func:`batch_plan`."""
+
+    states_pass: bool
+    """The judger's own :meth:`~Judger.judge_states` pass."""
+    own_pass: bool
+    """``batch_judge`` is more than preprocess -> payloads -> write: a composition hands such a
+    branch its samples whole rather than judging their payloads with the others'."""
+    hooks: Judger
+    """The judger whose ``preprocess`` and ``postprocess`` the payload path calls."""
+    plain_writes: bool
+    """Write each output as the reward, without calling ``postprocess``."""
+
+
+def batch_plan(judger: Judger) -> BatchPlan:
+    """The one place a batch path is chosen, from the capabilities the judger declares."""
+    hooks = judger
+    while hooks.delegates_hooks:
+        hooks = cast(Judger, hooks.local)  # type: ignore[attr-defined]
+    states_pass = judger.judges_states
+    return BatchPlan(states_pass, states_pass or not judger.plain_batch_judge, hooks, hooks.plain_postprocess)
+
+
+async def judge_payloads(
+    judger: Judger, states: list[RolloutState], policy: BaseJudger | None = None
+) -> None:
+    """The payload path: each state's payload made by ``preprocess``, all of them judged by one
+    ``run_payloads`` call, each result written back (by ``postprocess``, or plainly when that only
+    writes the reward). Failures are captured by ``policy``'s ``on_error`` (the judger's own, or the
+    composition's that judges for it)."""
+    policy = policy or judger
+    plan = batch_plan(judger)
+    payloads: list[JudgerPayload] = []
+    owners: list[RolloutState] = []
+    preprocess = plan.hooks.preprocess
+    for state in states:
         try:
-            return await written
+            payloads.append(preprocess(state))
+            owners.append(state)
         except Exception as exc:
-            return self.capture(state, exc)
+            policy.capture(state, exc)
+    results = await judger.run_payloads(payloads)
+    if plan.plain_writes:
+        # the default postprocess, without its two calls per sample
+        for state, result in zip(owners, results):
+            if type(result) is dict:
+                write_reward(state, result)
+            else:
+                judger._finish_now(state, result, policy)
+        return
+    for state, result in zip(owners, results):
+        written = judger._finish_now(state, result, policy)
+        if not isinstance(written, RolloutState) and inspect.isawaitable(written):
+            await written  # an async postprocess: the rest of its work
 
 
 class BatchJudger(Judger):

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import inspect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from judger.core.deadlines import judge_deadline
 from judger.core.errors import RoutingError
 from judger.core.failure import JudgeFailure, mark_failed
 from judger.core.judger import (
@@ -20,22 +17,17 @@ from judger.core.judger import (
     JudgerOutput,
     JudgerPayload,
     OnError,
+    batch_plan,
+    judge_payloads,
     maybe_await,
 )
-from judger.core.outputs import check_output, finite_number
-from judger.core.rollout import RolloutState, write_reward
-from judger.judgers.handlers import BATCH_ATTR, import_object
+from judger.core.rollout import RolloutState
+from judger.judgers.handlers import import_object
+from judger.judgers.merge import Merge, Merged, MergeFn, branch_weight, merge_takes_lists, weighted_sum
 
-MergeFn = Callable[..., RolloutState | list[RolloutState] | Awaitable[RolloutState | list[RolloutState]]]
-"""``merge_fn(state, {branch: output}) -> state``, or in the seed's list form
-``merge_fn(list[state], {branch: list[output]}) -> list[state]``."""
+__all__ = ["ComposedJudger", "MergeFn", "RoutingError", "merge_takes_lists", "weighted_sum"]
 
 _BRANCHES = "branches"
-
-# Multi-branch samples of the batch_judge in progress whose list-form merge waits for the batch's end.
-_DEFERRED: contextvars.ContextVar[list[tuple[RolloutState, dict[str, JudgerOutput]]] | None] = (
-    contextvars.ContextVar("judger_composed_deferred_merges", default=None)
-)
 
 
 # private: callers catch RoutingError, or the builtin type XTuner raises
@@ -49,20 +41,6 @@ class _RoutingKeyError(RoutingError, KeyError):
 
 class _RoutingTypeError(RoutingError, TypeError):
     pass
-
-
-def merge_takes_lists(merge_fn: Callable[..., Any]) -> bool:
-    """Whether ``merge_fn`` speaks the seed's list form: marked with :func:`judger.batch_handler`,
-    or its first parameter annotated with a list (``RolloutState | list[RolloutState]``)."""
-    if getattr(merge_fn, BATCH_ATTR, False):
-        return True
-    try:
-        params = list(inspect.signature(merge_fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if not params or params[0].annotation is inspect.Parameter.empty:
-        return False
-    return "list" in str(params[0].annotation).lower()
 
 
 def check_branches(branches: dict[Any, Any]) -> None:
@@ -126,6 +104,21 @@ class ComposedJudger(BatchJudger):
     """
 
     merge_batch: bool = False  # subclasses that skip __init__ merge per sample
+    judges_states = True  # route -> group -> judge -> merge, in :meth:`judge_states`
+    _merge: Merge | None = None
+
+    @property
+    def merge_fn(self) -> MergeFn | None:
+        """The user's ``merge_fn``, as given; :attr:`_merge` is the one form it is called in."""
+        return self._merge.merge_fn if self._merge is not None else None
+
+    @merge_fn.setter
+    def merge_fn(self, merge_fn: MergeFn | None) -> None:
+        self._merge = (
+            None
+            if merge_fn is None
+            else Merge(merge_fn, lists=self.merge_batch, judger_name=self.judger_name, timeout=self.timeout)
+        )
 
     def __init__(
         self,
@@ -145,10 +138,10 @@ class ComposedJudger(BatchJudger):
             merge_fn = import_object(merge_fn)
         if merge_fn is not None and not callable(merge_fn):
             raise TypeError(f"merge_fn must be callable or an import string, got {type(merge_fn).__name__}")
-        self.merge_fn = merge_fn
         if merge_batch is None:
             merge_batch = merge_fn is not None and merge_takes_lists(merge_fn)
         self.merge_batch = merge_batch
+        self.merge_fn = merge_fn  # after merge_batch: normalised by its form
 
     # --- routing ---------------------------------------------------------------------------------
 
@@ -219,7 +212,7 @@ class ComposedJudger(BatchJudger):
         total = 0.0
         for name, floor in zip(names, floors):
             try:
-                weight = _branch_weight(state, name)
+                weight = branch_weight(state, name)
             except TypeError:  # the merge fails the sample: no floor to give
                 return None
             if weight < 0:  # the lowest sum would need that branch's highest score
@@ -281,35 +274,26 @@ class ComposedJudger(BatchJudger):
                     assembled[i][name] = result
         return [failures.get(i) or {_BRANCHES: outs} for i, outs in enumerate(assembled)]
 
-    async def _batch_judge_routed(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
-        """Samples routed to one plain branch go to it as one group: to its ``batch_judge`` whole
-        when it has a batch path of its own (a preset's single pass over the states), else through
-        :meth:`_judge_routed_group`; the rest (several branches, nested compositions) take the
-        payload path. All write the same rewards: routing to one branch runs that branch's
-        pre/postprocess."""
-        if type(self).preprocess is not ComposedJudger.preprocess or (
-            type(self).postprocess is not ComposedJudger.postprocess
-        ):
-            return await super().batch_judge(rollout_states)
+    async def judge_states(self, rollout_states: list[RolloutState]) -> None:
+        """Route -> group -> judge -> merge. Samples routed to one plain branch are judged as that
+        branch's group (its own batch pass where it has one); the rest -- several branches, nested
+        compositions -- take the payload path, one batched call per branch, and are merged at the
+        end (the list form of ``merge_fn`` once per set of selected branches). Routing a sample to
+        one branch writes what that branch alone writes: its pre/postprocess run."""
         direct, rest = self._group_by_branch(rollout_states, plain=True)
-        if rest and not all(self._has_own_batch_path(self.branch(name)) for name in direct):
+        if rest and not all(batch_plan(self.branch(name)).own_pass for name in direct):
             # each branch keeps one batched call: its samples all take the payload path with the rest
             direct, rest = self._group_by_branch(rollout_states, plain=False)
-        if not direct:
-            return await super().batch_judge(rollout_states)
-        jobs: list[Awaitable[Any]] = [
-            self._judge_routed_group(self.branch(name), group) for name, group in direct.items()
-        ]
+        jobs = [self._judge_group(self.branch(name), group) for name, group in direct.items()]
         if rest:
-            jobs.append(super().batch_judge(rest))
+            jobs.append(self._judge_and_merge(rest))
         await asyncio.gather(*jobs)
-        return rollout_states
 
     def _group_by_branch(
         self, rollout_states: list[RolloutState], *, plain: bool
     ) -> tuple[dict[str, list[RolloutState]], list[RolloutState]]:
         """The states routed to one branch that is not a composition (``plain=False``: only to one
-        with a batch path of its own), by branch; and the others."""
+        with a batch pass of its own), by branch; and the others."""
         direct: dict[str, list[RolloutState]] = {}
         rest: list[RolloutState] = []
         # a batch holds a few data_source names: each is routed once (a string routes the same
@@ -340,138 +324,99 @@ class ComposedJudger(BatchJudger):
         if len(names) != 1:
             return None
         branch = self.branch(names[0])
-        if self._has_own_batch_path(branch) or (plain and not isinstance(branch, ComposedJudger)):
-            return names[0]
-        return None
+        if isinstance(branch, ComposedJudger):
+            return None
+        return names[0] if plain or self._hands_states(branch) else None
 
-    async def _judge_routed_group(self, branch: Judger, states: list[RolloutState]) -> None:
-        """The payload path of states routed to ``branch`` alone, without the per-sample wrapping:
-        the branch's preprocess, ``run_payloads`` and postprocess; failures captured as this
-        judger captures them."""
-        if self._has_own_batch_path(branch):
+    def _hands_states(self, branch: Judger) -> bool:
+        """Whether the states routed to ``branch`` alone go to its ``batch_judge`` whole."""
+        return batch_plan(branch).own_pass and branch.on_error == self.on_error
+
+    async def _judge_group(self, branch: Judger, states: list[RolloutState]) -> None:
+        """States routed to ``branch`` alone: its ``batch_judge`` where it has a pass of its own,
+        else its payload path, without the per-sample wrapping, failures captured as this judger
+        captures them."""
+        if self._hands_states(branch):
             await branch.batch_judge(states)
-            return
+        else:
+            await judge_payloads(branch, states, policy=self)
+
+    async def _judge_and_merge(self, rollout_states: list[RolloutState]) -> None:
+        """The payload path of the samples no single branch judges alone: one batched call per
+        branch (:meth:`_judge_batch`), each single-branch result written by its branch, the others
+        merged (by a list-form ``merge_fn`` together, at the end)."""
         payloads: list[JudgerPayload] = []
         owners: list[RolloutState] = []
-        for state in states:
+        for state in rollout_states:
             try:
-                payloads.append(branch.preprocess(state))
+                payloads.append(self.preprocess(state))
                 owners.append(state)
             except Exception as exc:
                 self.capture(state, exc)
-        results = await branch.run_payloads(payloads)
-        plain = branch._writes_plainly()
-        for state, result in zip(owners, results):
+        pending: list[Merged] = []
+        for state, result in zip(owners, await self.run_payloads(payloads)):
             if isinstance(result, JudgeFailure):
                 if self.on_error == "raise":
                     raise result.to_exception()
                 mark_failed(state, result)
-            elif plain:
-                write_reward(state, result)
-            else:
-                await self._branch_postprocess(branch, state, result)
+                continue
+            try:
+                rewards = await self._branch_rewards(state, result[_BRANCHES])
+            except Exception as exc:
+                self.capture(state, exc)
+                continue
+            if rewards is None:
+                continue
+            pending.append((state, rewards))
+            if self._merge is not None and not self._merge.lists:
+                # a per-sample merge_fn merges each sample at once: a batch's rewards are not all
+                # kept alive until its end (the collector would walk them, again and again)
+                await self._merge_all(pending)
+                pending.clear()
+        await self._merge_all(pending)
 
-    async def _branch_postprocess(self, branch: Judger, state: RolloutState, output: JudgerOutput) -> None:
-        try:
-            await maybe_await(branch.postprocess(state, output))
-        except Exception as exc:
-            self.capture(state, exc)
-
-    def _has_own_batch_path(self, branch: Judger) -> bool:
-        return (
-            not isinstance(branch, ComposedJudger)
-            and type(branch).batch_judge is not Judger.batch_judge
-            and branch.on_error == self.on_error
-        )
-
-    async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:
-        outputs: dict[str, JudgerOutput] = output[_BRANCHES]
+    async def _branch_rewards(
+        self, state: RolloutState, outputs: dict[str, JudgerOutput]
+    ) -> dict[str, JudgerOutput] | None:
+        """What ``merge_fn`` gets of ``state``'s branches; None when one branch judged it and its
+        postprocess has written the reward already (nothing to merge)."""
         if len(outputs) == 1:
-            ((name, out),) = outputs.items()
-            return await maybe_await(self.branch(name).postprocess(rollout_state, out))
-        if self.merge_fn is None:
+            await self._write_single(state, outputs)
+            return None
+        if self._merge is None:
             raise _RoutingValueError(
                 "ComposedJudger selected multiple branches but merge_fn is not provided. "
                 f"selected_keys={list(outputs)!r} (judger {self.judger_name!r})"
             )
-        rewards = {
-            name: await _branch_reward(self.branch(name), rollout_state, out) for name, out in outputs.items()
-        }
-        if self.merge_batch:
-            deferred = _DEFERRED.get()
-            if deferred is not None:  # batch_judge merges the whole batch at its end
-                deferred.append((rollout_state, rewards))
-                return rollout_state
-            (one,) = await self._merge_lists([rollout_state], {n: [r] for n, r in rewards.items()})
-            return one
-        try:
-            async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
-                merged: Any = await maybe_await(self.merge_fn(rollout_state, rewards))
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            kind = next(k for k in (KeyError, IndexError, TypeError, AttributeError) if isinstance(exc, k))
-            raise kind(
-                f"merge_fn raised {type(exc).__name__}: {exc} on one RolloutState; if it expects the "
-                "seed's list form merge_fn(list[RolloutState], {branch: list[output]}), pass "
-                "merge_batch=True or annotate its first parameter as list[RolloutState]"
-            ) from exc
-        return self._check_merged(merged)
+        return {name: await _branch_reward(self.branch(name), state, out) for name, out in outputs.items()}
 
-    def _check_merged(self, merged: Any) -> RolloutState:
-        if not isinstance(merged, RolloutState):
-            raise TypeError(
-                f"{self.judger_name!r}: merge_fn returned {type(merged).__name__}; it must return the "
-                "RolloutState it was given, with reward set"
-            )
-        if merged.reward is not None:
-            merged.reward = check_output(merged.reward, f"{self.judger_name}.merge_fn")
+    async def _merge_all(self, pending: list[Merged]) -> None:
+        """Merge each state's branch rewards into its reward; a state the merge fails is captured
+        alone (the list form of ``merge_fn`` runs once per set of selected branches)."""
+        if not pending:
+            return
+        assert self._merge is not None  # pending is empty without a merge_fn
+        for (state, _), merged in zip(pending, await self._merge(pending)):
+            if isinstance(merged, Exception):
+                self.capture(state, merged)
+            elif merged is not state:  # merge_fn built new states: carry their results over
+                state.reward, state.status = merged.reward, merged.status
+                state.error_msg = merged.error_msg
+
+    async def _write_single(self, state: RolloutState, outputs: dict[str, JudgerOutput]) -> RolloutState:
+        ((name, out),) = outputs.items()
+        return await maybe_await(self.branch(name).postprocess(state, out))
+
+    async def postprocess(self, rollout_state: RolloutState, output: JudgerOutput) -> RolloutState:
+        outputs: dict[str, JudgerOutput] = output[_BRANCHES]
+        if len(outputs) == 1:  # the branch's reward is the reward, as its postprocess writes it
+            return await self._write_single(rollout_state, outputs)
+        rewards = await self._branch_rewards(rollout_state, outputs)
+        assert rewards is not None and self._merge is not None
+        (merged,) = await self._merge([(rollout_state, rewards)])
+        if isinstance(merged, Exception):
+            raise merged
         return merged
-
-    async def _merge_lists(
-        self, states: list[RolloutState], judged: dict[str, list[JudgerOutput]]
-    ) -> list[RolloutState]:
-        """One call of a list-form merge_fn, its result checked: a list of as many states."""
-        assert self.merge_fn is not None
-        async with judge_deadline(self.judger_name, self.timeout, "merge_fn"):
-            merged: Any = await maybe_await(self.merge_fn(states, judged))
-        if not isinstance(merged, list):
-            raise TypeError(
-                f"{self.judger_name!r}: list-form merge_fn returned {type(merged).__name__} for "
-                f"{len(states)} states; it must return the list of states it was given"
-            )
-        if len(merged) != len(states):
-            raise ValueError(
-                f"{self.judger_name!r}: list-form merge_fn returned {len(merged)} states for {len(states)}"
-            )
-        return [self._check_merged(m) for m in merged]
-
-    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
-        if not self.merge_batch:
-            return await self._batch_judge_routed(rollout_states)
-        # single-branch samples never reach merge_fn, so the branches' own batch paths still serve
-        deferred: list[tuple[RolloutState, dict[str, JudgerOutput]]] = []
-        token = _DEFERRED.set(deferred)
-        try:
-            await self._batch_judge_routed(rollout_states)
-        finally:
-            _DEFERRED.reset(token)
-        # the seed's list form: one merge_fn call per set of selected branches
-        groups: dict[tuple[str, ...], list[tuple[RolloutState, dict[str, JudgerOutput]]]] = {}
-        for state, rewards in deferred:
-            groups.setdefault(tuple(rewards), []).append((state, rewards))
-        for names, members in groups.items():
-            states = [state for state, _ in members]
-            judged = {name: [rewards[name] for _, rewards in members] for name in names}
-            try:
-                merged = await self._merge_lists(states, judged)
-            except Exception as exc:
-                for state in states:
-                    self.capture(state, exc)
-                continue
-            for state, result in zip(states, merged):
-                if result is not state:  # merge_fn built new states: carry their results over
-                    state.reward, state.status = result.reward, result.status
-                    state.error_msg = result.error_msg
-        return rollout_states
 
     async def aclose(self) -> None:
         await asyncio.gather(*(b.aclose() for b in self.branches.values()))
@@ -488,44 +433,4 @@ async def _branch_reward(branch: Judger, state: RolloutState, output: JudgerOutp
     if not isinstance(branch, ComposedJudger):
         return output
     scratch = state.model_copy(update={"reward": None})  # shallow: big fields are shared, not copied
-    token = _DEFERRED.set(None)  # a nested composition merges now, never into its parent's batch
-    try:
-        return (await branch.postprocess(scratch, output)).reward or {}
-    finally:
-        _DEFERRED.reset(token)
-
-
-def _branch_weight(state: RolloutState, name: str) -> float:
-    """:func:`weighted_sum`'s weight of branch ``name`` for ``state``: ``data_source[name]`` when
-    data_source is a dict, else 1.0; a weight that is no finite number raises TypeError naming it."""
-    weights = state.data_source if isinstance(state.data_source, dict) else {}
-    weight = weights.get(name, 1.0)
-    number = None if isinstance(weight, bool) else finite_number(weight)
-    if number is None:
-        raise TypeError(
-            f"weighted_sum: weight of branch {name!r} in data_source must be a finite number, got {weight!r}"
-        )
-    return number
-
-
-def weighted_sum(original: Any, judged: dict[str, Any]) -> Any:
-    """Merge branch rewards as ``score = sum(weight[b] * score[b])``, weights from ``data_source``.
-
-    ``data_source`` ``{"correctness": 0.9, "format": 0.1}`` gives those weights (a missing or
-    non-dict data_source weighs every branch 1.0). Each branch's score is kept under its name.
-    Takes one state and its outputs, or the seed's list form (lists of states and of outputs).
-    """
-    if isinstance(original, list):
-        return [
-            weighted_sum(state, {name: outputs[i] for name, outputs in judged.items()})
-            for i, state in enumerate(original)
-        ]
-    reward: dict[str, Any] = {}
-    total = 0.0
-    for name, output in judged.items():
-        if "score" not in output:
-            raise KeyError(f"weighted_sum: branch {name!r} returned no 'score' (keys: {sorted(output)})")
-        total += _branch_weight(original, name) * float(output["score"])
-        reward[name] = output["score"]
-    original.reward = {"score": total, **reward}
-    return original
+    return (await branch.postprocess(scratch, output)).reward or {}

@@ -3,9 +3,11 @@
 For a regex over a few hundred characters the scorer costs about a microsecond, so the generic
 ``preprocess -> run_payloads -> finish`` pipeline (a payload dict, a dedup key, a kwargs merge, an
 output check and an awaitable check per sample) would cost several times the scoring itself.
-``batch_judge`` here does the same work in a few passes over the states: read the responses and
+Its :meth:`~InlineScorerJudger.judge_states` (the pass ``batch_judge`` takes: it declares
+``judges_states``) does the same work in a few passes over the states: read the responses and
 labels, score them, store each output; a sample whose scorer fails fails alone (per ``on_error``).
-There is no batch dedup on this path: hashing a response costs about as much as scoring it.
+There is no batch dedup on this path: hashing a response costs about as much as scoring it. A
+subclass or an instance given its own ``preprocess`` or ``postprocess`` takes the generic path.
 
 ``batch_scorer(responses, labels)`` is the scorer with its options bound, for scorers that do not
 read ``extra_info`` and always return valid outputs (judger's own), failing a null response with
@@ -20,10 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 from judger.core.errors import NoResponseError
-from judger.core.judger import Judger
 from judger.core.outputs import check_output
 from judger.core.rollout import RolloutState, direct_writes, write_reward
 from judger.presets.base import ScorerJudger
@@ -53,32 +54,29 @@ def responses_and_labels(fields: Sequence[Mapping[str, Any]]) -> tuple[list[Any]
 
 
 class InlineScorerJudger(ScorerJudger):
-    """A :class:`ScorerJudger` with a single-pass ``batch_judge`` for inline scorers."""
+    """A :class:`ScorerJudger` with a single-pass batch path for inline scorers."""
+
+    judges_states = True
+    """Its ``preprocess`` and ``postprocess`` are done by :meth:`judge_states`'s single pass."""
+    scores_fields: bool = True
+    """``batch_judge`` is exactly :meth:`score_fields` followed by writing each output (or failing
+    that sample); overriding any step of that withdraws it."""
+    capability_hooks: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        **ScorerJudger.capability_hooks,
+        "scores_fields": ("batch_judge", "judge_states", "_judge_chunk", "preprocess", "postprocess"),
+    }
 
     def __init__(self, *args: Any, batch_scorer: BatchScorer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.batch_scorer = batch_scorer
-
-    def _fast_path(self) -> bool:
-        cls = type(self)
-        return (
-            self.execution == "inline"
-            and cls.preprocess is ScorerJudger.preprocess
-            and cls.postprocess is Judger.postprocess
-        )
+        if self.execution != "inline":  # its scorer runs on the pool: payloads travel there
+            self.judges_states = self.scores_fields = False
 
     def judges_fields(self) -> bool:
         """True when ``batch_judge`` is exactly :meth:`score_fields` followed by writing each output
         (or failing that sample): a caller holding validated field dicts (``/judge``) may then
         score them without building RolloutStates, and gets the same rewards."""
-        cls = type(self)
-        return (
-            self._fast_path()
-            and self.on_error == "fail"
-            and cls.batch_judge is InlineScorerJudger.batch_judge
-            and cls._judge_chunk is InlineScorerJudger._judge_chunk
-            and not {"batch_judge", "preprocess", "postprocess"} & self.__dict__.keys()
-        )
+        return self.scores_fields and self.judges_states and self.on_error == "fail"
 
     def score_fields(self, fields: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The output dict, or the exception of a failed sample, for each state given as its field
@@ -109,14 +107,11 @@ class InlineScorerJudger(ScorerJudger):
                 out.append(exc)
         return out
 
-    async def batch_judge(self, rollout_states: list[RolloutState]) -> list[RolloutState]:
-        if not self._fast_path():
-            return await super().batch_judge(rollout_states)
+    async def judge_states(self, rollout_states: list[RolloutState]) -> None:
         for lo in range(0, len(rollout_states), _CHUNK):
             if lo and lo % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a 100k batch must not starve the event loop
             self._judge_chunk(rollout_states[lo : lo + _CHUNK])
-        return rollout_states
 
     def _judge_chunk(self, chunk: list[RolloutState]) -> None:
         # Fields live in each state's instance dict: read and write them there, without pydantic's

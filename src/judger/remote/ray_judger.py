@@ -45,6 +45,8 @@ class RayJudger(BatchJudger):
     judger, so custom Judger subclasses keep their own; only payloads cross to the actors.
     """
 
+    delegates_hooks = True  # the batch driver calls local's pre/postprocess, with its shortcuts
+
     def __init__(self, local: Judger, dispatcher: Dispatcher, judger_name: str | None = None) -> None:
         super().__init__(
             judger_name or local.judger_name,
@@ -74,18 +76,6 @@ class RayJudger(BatchJudger):
         self, rollout_state: RolloutState, output: JudgerOutput
     ) -> RolloutState | Awaitable[RolloutState]:
         return self.local.postprocess(rollout_state, output)
-
-    def _preprocessor(self) -> Callable[[RolloutState], JudgerPayload]:
-        if type(self).preprocess is RayJudger.preprocess and "preprocess" not in self.__dict__:
-            return self.local._preprocessor()
-        return self.preprocess
-
-    def _writes_plainly(self) -> bool:
-        return (
-            type(self).postprocess is RayJudger.postprocess
-            and "postprocess" not in self.__dict__
-            and self.local._writes_plainly()
-        )
 
     async def run_payload(self, payload: JudgerPayload) -> JudgerOutput:
         return await self.dispatcher.run_one(payload)
