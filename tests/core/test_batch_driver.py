@@ -107,12 +107,9 @@ def _identity_checks(tree: ast.AST) -> list[str]:
 
 
 def test_no_path_is_chosen_by_method_identity() -> None:
-    # compat/verl's managers are reworked on their own (the verl adapters' part of this redesign)
-    exempt = {"compat/verl/managers.py"}
     offenders = {
         str(path.relative_to(SRC)): found
         for path in sorted(SRC.rglob("*.py"))
-        if str(path.relative_to(SRC)) not in exempt
-        and (found := _identity_checks(ast.parse(path.read_text(encoding="utf-8"))))
+        if (found := _identity_checks(ast.parse(path.read_text(encoding="utf-8"))))
     }
     assert offenders == {}
