@@ -1,8 +1,9 @@
 """docs/architecture.md against the tree: every module of the package is named in the module table,
 every file the table names exists, and the doc points at nothing outside the repository.
 
-A module is named in a row whose first cell is its package (``cli/``) or itself, by its path from
-that package (``viewer/app.py``), or by its file name where the row also names its folder."""
+A module is named by its whole path (``judgers/merge.py``) in any row, or in a row whose first cell
+is its package (``cli/``) by its path from that package (``viewer/app.py``), or by its file name
+where the row also names its folder."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def _named(module: str, rows: list[tuple[list[str], list[str]]]) -> bool:
     if module.endswith("/") and any(h.startswith(module) and h != module for hs, _ in rows for h in hs):
         return True  # a package whose modules have rows of their own
     for heads, spans in rows:
+        if module in spans:  # named by its whole path in any row
+            return True
         for head in heads:
             if module == head:
                 return True
