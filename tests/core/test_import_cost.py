@@ -74,12 +74,13 @@ def test_common_entry_points_load_none_of_the_heavy_dependencies(body: str) -> N
 def test_a_preset_loads_its_own_module_only() -> None:
     loaded = _loaded("from judger import GSM8KJudgerConfig")
     presets = {m for m in loaded if m.startswith("judger.presets.")}
-    # base, inline and xtuner_options are the machinery every preset is built on
+    # base, inline, xtuner_options and scorer_options are the machinery every preset is built on
     assert presets == {
         "judger.presets.gsm8k",
         "judger.presets.base",
         "judger.presets.inline",
         "judger.presets.xtuner_options",
+        "judger.presets.scorer_options",
     }
 
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import judger.runtime.sandbox.runner as runner
+
+pytestmark = pytest.mark.py310
 
 RUNNER = Path(runner.__file__)
 
