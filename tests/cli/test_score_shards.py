@@ -301,7 +301,14 @@ def test_ctrl_c_stops_a_run_and_every_process_it_started(tmp_path: Path, shards:
         text=True,
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
     )
-    time.sleep(2.5)  # shards forked (or the one process's chunks read), MATH answers on the pool
+    # the command is running once its output's temporary file is open (on a busy machine its
+    # imports alone took over the 2.5 s this test once slept, and the Ctrl-C hit the script's own
+    # imports); a second more: shards forked (or the one process's chunks read), MATH on the pool
+    started = time.monotonic()
+    while not any(p.name.startswith(".out.") for p in tmp_path.iterdir()):
+        assert command.poll() is None and time.monotonic() - started < 120, "the command never started"
+        time.sleep(0.05)
+    time.sleep(1.0)
     os.killpg(command.pid, signal.SIGINT)
     _, err = command.communicate(timeout=60)
     assert command.returncode == 130

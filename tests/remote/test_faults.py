@@ -56,16 +56,18 @@ async def test_actor_killed_mid_batch_every_sample_scored_once(tmp_path: Path, r
 
 async def test_hung_actor_hits_the_deadline_and_the_batch_completes(tmp_path: Path, ray_cluster: Any) -> None:
     # sample 7 blocks its actor's event loop the first time: only the driver's deadline can end it
-    pool, _ = faulty_pool(tmp_path, 2, fault="hang", fault_ids=[7], once=True, call_timeout=2.0)
+    # the call deadline 5 s: a healthy chunk normally takes milliseconds, but under a CPU hog on
+    # both cores and four test workers one took over 2 s and failed its sample (the stress run)
+    pool, _ = faulty_pool(tmp_path, 2, fault="hang", fault_ids=[7], once=True, call_timeout=5.0)
     try:
         started = time.monotonic()
         out = await pool.batch_judge(id_states(40))
         assert (tmp_path / "faulted-7").exists(), "the fault was never triggered"
-        assert [s.status for s in out].count(Status.FAILED) == 0
+        assert [s.error_msg for s in out if s.status == Status.FAILED] == []
         assert [s.reward["score"] for s in out] == [float(i) for i in range(40)]
         stats = pool.worker_stats().values()
         assert sum(s["hung_calls"] for s in stats) >= 1 and sum(s["kills"] for s in stats) >= 1
-        assert 2.0 <= time.monotonic() - started < 30
+        assert 5.0 <= time.monotonic() - started < 60
     finally:
         await pool.aclose()
 

@@ -27,15 +27,17 @@ def blank_states(n: int) -> list[RolloutState]:
 
 
 async def test_least_loaded_dispatch_sends_less_work_to_a_slow_replica(ray_cluster: Any) -> None:
-    slow, fast = sleep_replica(0.1, 0), sleep_replica(0.0, 1)
+    # the slow replica's chunk 3 s: far above what a chunk costs the fast one even on a machine
+    # so busy that a Ray call takes a second (at 1 s a chunk, a loaded run split 103/97)
+    slow, fast = sleep_replica(0.3, 0), sleep_replica(0.0, 1)
     pool = JudgerPool([slow, fast], chunk_size=10, max_in_flight=10)
     try:
         out = await pool.batch_judge(blank_states(200))
         assert all(s.reward and s.reward["score"] == 1.0 for s in out)
         by_pid = Counter(s.reward["pid"] for s in out)
         slow_pid = (await slow.actor_stats())["pid"]
-        # round-robin would split 100/100; a 10-payload chunk costs the slow replica 1 s, so it
-        # normally takes 10-30; a third leaves room for a loaded machine slowing the fast one too
+        # round-robin would split 100/100; a 10-payload chunk costs the slow replica 3 s, so it
+        # normally takes 10-20; a third leaves room for a loaded machine slowing the fast one too
         assert by_pid[slow_pid] <= 66, by_pid
         assert sum(by_pid.values()) == 200
 
