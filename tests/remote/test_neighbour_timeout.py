@@ -38,7 +38,7 @@ async def test_a_hung_sample_fails_only_itself_on_a_pool_of_half_cpu_workers(ray
     try:
         out = await judger.batch_judge(_states(201, hung=0))
         failed = [i for i, s in enumerate(out) if s.status == Status.FAILED]
-        assert failed == [0]
+        assert failed == [0], {i: out[i].error_msg for i in failed[:3]}  # why, when more fail
         assert "did not finish within 3 s" in (out[0].error_msg or "")
         assert all(s.reward["score"] == 1.0 for s in out[1:])
         # the single-sample path, concurrently with the hung one: again only the hung one fails
