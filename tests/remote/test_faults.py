@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from judger import JudgerPool, RemoteJudger, Status
-from judger.testing.ray import FaultyJudgerConfig, id_states
+from judger.testing.ray import FaultyJudgerConfig, SleepJudgerConfig, id_states
 
 pytestmark = pytest.mark.ray
 
@@ -68,6 +68,33 @@ async def test_hung_actor_hits_the_deadline_and_the_batch_completes(tmp_path: Pa
         stats = pool.worker_stats().values()
         assert sum(s["hung_calls"] for s in stats) >= 1 and sum(s["kills"] for s in stats) >= 1
         assert 5.0 <= time.monotonic() - started < 60
+    finally:
+        await pool.aclose()
+
+
+async def test_a_slow_call_whose_actor_still_answers_is_waited_on_not_killed(ray_cluster: Any) -> None:
+    # a call deadline of 1 s and a judger that awaits 2.5 s: its event loop stays free, as on a
+    # machine under load or in a restarted actor starting its worker processes, so the call is
+    # slow, not hung. It completes on its first actor, which is never killed.
+    slow = RemoteJudger(SleepJudgerConfig(delay=2.5), num_cpus=0.1, memory=64 * 1024**2)
+    pool = JudgerPool([slow], call_timeout=1.0, max_retries=0)
+    try:
+        await slow.actor_stats()  # started: the 1 s is the call's alone, not the actor's start too
+        (out,) = await pool.batch_judge(id_states(1))
+        assert out.status != Status.FAILED, out.error_msg
+        (stats,) = pool.worker_stats().values()
+        assert stats["kills"] == 0 and stats["completed"] == 1
+        # ...for a few deadlines at most: a loop that answers forever does not hold a call forever
+        slower = RemoteJudger(SleepJudgerConfig(delay=120.0), num_cpus=0.1, memory=64 * 1024**2)
+        bounded = JudgerPool([slower], call_timeout=1.0, max_retries=0)
+        try:
+            await slower.actor_stats()
+            started = time.monotonic()
+            (late,) = await bounded.batch_judge(id_states(1))
+            assert late.status == Status.FAILED and "its event loop answered for" in (late.error_msg or "")
+            assert time.monotonic() - started < 60
+        finally:
+            await bounded.aclose()
     finally:
         await pool.aclose()
 

@@ -6,10 +6,11 @@ Shared by :class:`~judger.RemoteJudger` (one replica) and :class:`~judger.Judger
   order, large first and smaller towards the end (guided scheduling); each goes to the replica
   with the fewest payloads in flight that has room under ``max_in_flight``; callers wait otherwise
   (backpressure). Concurrent ``judge()`` calls reach it already grouped (micro-batching).
-- Every call has a deadline. A call that loses its actor (it died, or hung past the deadline and
-  was killed so that Ray restarts it) is retried on another replica, in a few pieces, then payload
-  by payload. A replica
-  whose actor was lost takes no work until a probe sees it answer again (restarted by Ray).
+- Every call has a deadline. Past it, the actor is asked whether its event loop still answers
+  (the per-sample deadlines run there): a loop that answers is waited on, a few deadlines at most;
+  one that does not is blocked or dead, and the actor is killed so that Ray restarts it. A call
+  that loses its actor is retried on another replica, in a few pieces, then payload by payload. A
+  replica whose actor was lost takes no work until a probe sees it answer again (restarted by Ray).
 - A payload's last attempt runs alone on an idle replica, so a payload that kills or blocks its
   actor fails by itself and never takes innocent payloads down with it on their last attempt.
 - Results land at their input index: nothing is lost and nothing appears twice.
@@ -48,6 +49,12 @@ _COST_WEIGHT = 0.3  # of the newest call in the running mean of the cost per pay
 # How long a lost actor may take to come back (Ray restarts it) before it counts as dead.
 RESTART_WAIT_S = 120.0
 _PROBE_INTERVAL_S = 0.2
+# A call past its deadline whose actor's event loop still answers is waited on for up to this many
+# more deadlines: per-sample deadlines run in that loop, so it is making progress (a machine under
+# load, a restarted actor starting its worker processes). A loop that does not answer within
+# _LOOP_PROBE_S is blocked or dead: the actor is killed.
+_LIVE_EXTENSIONS = 3
+_LOOP_PROBE_S = 5.0
 # tasks telling waiting callers of room a cancelled release could not tell them of (asyncio keeps
 # only weak references to tasks)
 _NOTIFIERS: set[asyncio.Future[None]] = set()
@@ -73,6 +80,9 @@ class Replica:
     dead: bool = False  # did not come back within RESTART_WAIT_S
     reserved: bool = False  # running one payload alone (its last attempt)
     closed: bool = False
+    # whether ``stats`` is answered by the actor's own event loop (a foreign actor's is answered on
+    # the driver, so it says nothing about a hang there)
+    probes_loop: bool = True
     probe: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -128,6 +138,35 @@ def _cancel(ref: Any) -> None:
 
 async def _await_ref(ref: Any, timeout: float) -> Any:
     return await wait_for(asyncio.wrap_future(ref.future()), timeout)
+
+
+async def _loop_answers(replica: Replica, within: float) -> bool:
+    """Whether the actor's event loop answers ``stats`` within ``within`` seconds."""
+    if not replica.probes_loop:
+        return False
+    try:
+        await _await_ref(replica.handle.stats.remote(), within)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return False
+    return True
+
+
+async def _await_live(replica: Replica, ref: Any, timeout: float) -> Any:
+    """``ref``'s result; TimeoutError once it is past ``timeout`` and the actor's loop does not answer
+    (or past ``1 + _LIVE_EXTENSIONS`` deadlines in all). The caller cancels ``ref``."""
+    result = asyncio.wrap_future(ref.future())
+    # the caller cancels a call given up on: its outcome is nobody's to read
+    result.add_done_callback(lambda done: done.cancelled() or done.exception())
+    for extension in range(_LIVE_EXTENSIONS + 1):
+        try:
+            # shielded: a deadline that passes must leave the call running while the loop is asked
+            return await wait_for(asyncio.shield(result), timeout)
+        except TimeoutError:
+            if extension == _LIVE_EXTENSIONS or not await _loop_answers(replica, _LOOP_PROBE_S):
+                raise
+    raise AssertionError("unreachable")
 
 
 class Dispatcher:
@@ -290,7 +329,7 @@ class Dispatcher:
         ref = getattr(replica.handle, method).remote(arg)
         timeout = self.call_timeout(size) if timeout is None else timeout
         try:
-            result = await _await_ref(ref, timeout)
+            result = await _await_live(replica, ref, timeout)
         except RayTaskError as exc:
             # the judger itself raised inside the actor: not an infrastructure fault, never retried
             replica.completed += size
@@ -310,8 +349,10 @@ class Dispatcher:
                 replica.kills += 1
                 kill_actor(replica.handle, restart=True)
                 self._mark_lost(replica)
+            waited = time.monotonic() - started
+            answered = f"; its event loop answered for {waited:.0f} s" if waited >= 2 * timeout else ""
             err = JudgeTimeoutError(
-                self.judger_name, timeout, f"remote call to {replica.name}; actor restarted"
+                self.judger_name, timeout, f"remote call to {replica.name}{answered}; actor restarted"
             )
             raise _Lost(err) from exc
         except asyncio.CancelledError:

@@ -31,10 +31,12 @@ class RemoteJudger(RayJudger):
 
     Every call has an outer deadline (``call_timeout`` seconds, by default derived from the judger's
     ``timeout``). A dead actor is restarted by Ray (``max_restarts``, unlimited by default); a hung
-    one is killed at the deadline so Ray restarts it. Payloads of a lost call are retried one by one
-    up to ``max_retries`` times, the last time alone on an idle actor, so a payload that crashes or
-    blocks the actor fails by itself; then they fail as samples (``on_error`` applies). At most
-    ``max_in_flight`` payloads are outstanding; further callers wait (backpressure).
+    one (its event loop does not answer once the deadline has passed) is killed so Ray restarts
+    it, while a slow one whose loop answers is waited on for a few deadlines more. Payloads of a
+    lost call are retried one by one up to ``max_retries`` times, the last time alone on an idle
+    actor, so a payload that crashes or blocks the actor fails by itself; then they fail as
+    samples (``on_error`` applies). At most ``max_in_flight`` payloads are outstanding; further
+    callers wait (backpressure).
 
     Built by ``JudgerConfig(cpu_resources=CPUResourcesConfig(num_workers=1)).build()``, which also
     registers the CPUs with :class:`~judger.CPUResourceManager`; constructing one directly does not.
@@ -144,7 +146,7 @@ class RemoteJudger(RayJudger):
         self.judger_config = None
         foreign = not speaks_judger_protocol(actor)
         handle = ForeignActor(actor, name) if foreign else actor
-        self.endpoint = Replica(handle, replica_name or f"{name}[0]")
+        self.endpoint = Replica(handle, replica_name or f"{name}[0]", probes_loop=not foreign)
         timeout_of = default_call_timeout(local) if call_timeout is None else (lambda n: call_timeout)
         self.call_timeout_of = timeout_of
         dispatcher = Dispatcher(
