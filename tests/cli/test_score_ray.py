@@ -410,3 +410,46 @@ def test_no_address_starts_a_local_ray_of_this_machine(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     summary.pop("elapsed_s"), summary.pop("samples_per_s")
     assert (done.returncode, summary, (tmp_path / "ray.jsonl").read_bytes()) == (one[0], one[1], one[3])
+
+
+_DIES_ONCE_CONFIG = """
+import os
+from pathlib import Path
+from judger import JudgerConfig
+
+FLAG = Path(os.environ["DIES_ONCE_FLAG"])
+
+def dies_once(response, label, extra_info):  # the Ray worker scoring it dies, the first time only
+    if response == "die" and not FLAG.exists():
+        FLAG.touch()
+        os._exit(3)
+    return {"score": float(response == str(label))}
+
+judger_config = JudgerConfig(judger_name="dies_once", reward_handler=dies_once, execution="thread")
+"""
+
+
+def test_a_dead_worker_s_message_from_ray_stays_out_of_the_report(tmp_path: Path, cluster: Any) -> None:
+    # Ray prints "A worker died or was killed while executing a task..." to the driver's stdout,
+    # log_to_driver or not: in the middle of the JSON report (or the rows of -o -) a pipeline reads
+    config = tmp_path / "dies_once_config.py"
+    config.write_text(_DIES_ONCE_CONFIG)
+    src = tmp_path / "rows.jsonl"
+    rows = [
+        {
+            "data_source": "toy",
+            "prompt": "p",
+            "response": "die" if i == 5 else str(i % 3),
+            "reward_model": {"ground_truth": "1"},
+        }
+        for i in range(12)
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    command = [sys.executable, "-c", _COMMAND, str(1 << 10), "score", "--no-progress", "--format", "json"]
+    command += [str(src), "-c", str(config), "-o", str(tmp_path / "ray.jsonl"), "--ray", cluster.address]
+    env = {**os.environ, "DIES_ONCE_FLAG": str(tmp_path / "died")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert (tmp_path / "died").exists(), done.stderr
+    summary = json.loads(done.stdout)  # the report, and nothing else
+    assert summary["samples"] == 12 and summary["failed"] == 0, summary
+    assert "worker died" in done.stderr, done.stderr  # Ray's message is still told, on stderr

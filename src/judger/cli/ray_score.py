@@ -228,7 +228,27 @@ def connect(address: str) -> bool:
         )
     else:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
+    _ray_messages_to_stderr()
     return True
+
+
+def _ray_messages_to_stderr() -> None:
+    """Ray prints its error messages ("A worker died or was killed while executing a task...") on
+    the driver's ``sys.stdout``, ``log_to_driver`` or not; this command's stdout carries its JSON
+    report or its rows (``-o -``), which a pipeline reads. They go to stderr instead. Ray has no
+    public switch for it: its printer is wrapped, for the rest of this process (a test checks that
+    it still takes effect)."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "judger_to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.judger_to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def actor_count(workers: int | None) -> int:
