@@ -154,14 +154,13 @@ async def test_url_handler_asks_once_for_a_sample_that_fails_for_itself(
         # the server's worker processes start on its first sample: not what is timed here
         assert httpx.post(url + "/reward", json={"response": "1", "label": "1"}).status_code == 200
         async with NativeJudger(reward_handler=url + "/reward") as judger:
-            started = time.monotonic()
             out = await judger.judge(RolloutState(response="bad", reward_model={"ground_truth": "1"}))
-            elapsed = time.monotonic() - started
         metrics = httpx.get(url + "/metrics").text
     finally:
         proc.terminate()
         proc.wait(20)
     assert out.status is Status.FAILED and "cannot parse this answer" in out.error_msg
     assert "HTTP 422" in out.error_msg and "not retried" in out.error_msg
+    # one request, so no backoff either: the client sleeps only before a retry (a bound on the
+    # elapsed time said the same and failed under load: 0.84 s against 0.5)
     assert _metric(metrics, 'judger_http_requests_total{endpoint="/reward",code="422"}') == 1
-    assert elapsed < 0.5  # no backoff

@@ -61,13 +61,13 @@ def nothing_left_behind() -> None:
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none-unsafe"])
 async def test_the_next_sandbox_starts_while_the_current_sample_runs(isolation: str) -> None:
-    # the running sample sleeps 6 s: the window in which both supervisors exist (1.5 s was too
-    # short on two busy cores, where preparing the next sandbox took longer than the sample)
-    limits = SandboxLimits(wall_s=30.0, cpu_s=10.0, memory_mb=512, isolation=isolation)
-    slow = "```python\nimport time\ntime.sleep(6)\nprint(int(input()) * 2)\n```"
+    # the running sample sleeps 15 s: the window in which both supervisors exist (1.5 s, then
+    # 6 s, were too short on two busy cores, where preparing the next sandbox took longer)
+    limits = SandboxLimits(wall_s=40.0, cpu_s=10.0, memory_mb=512, isolation=isolation)
+    slow = "```python\nimport time\ntime.sleep(15)\nprint(int(input()) * 2)\n```"
     async with prepared_ahead(limits, ahead=1, samples=3) as preparing:
         first = asyncio.create_task(score_async(slow, DOUBLE, limits=limits))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         # the running sample's supervisor, and the next sample's, waiting for its job
         while len(_waiting_supervisors()) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

@@ -218,7 +218,7 @@ async def test_the_host_refuses_an_amplifying_report_line_without_decoding_it() 
     header = b'{"event":"test","index":0,"status":"ok","output":[' + b"[]," * 2_800_000 + b"[]]}\n"
     stdout.feed_data(header)
     stdout.feed_eof()
-    sandbox = _Sandbox(SimpleNamespace(), cap, None)  # type: ignore[arg-type]
+    sandbox = _Sandbox(SimpleNamespace(), SimpleNamespace(), cap, None)  # type: ignore[arg-type]
     sandbox.stdout = stdout
     message, lag, peak = await loop_lag_and_peak(lambda: sandbox.next_message(10))
     assert message is not None and message["event"] == "refused", message

@@ -32,6 +32,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -190,22 +191,53 @@ _HANDSHAKE_S = 15.0
 TEARDOWN_WAIT_S = 30.0
 
 
+@dataclass
+class _Channel:
+    """The host's ends of the supervisor's stdin, stdout and stderr (None: not read).
+
+    Unix socket pairs, not pipes: uvloop closes a pipe handed to ``connect_*_pipe`` twice (libuv
+    closes the fd, then uvloop closes the file object, one loop turn later); a file opened by
+    another thread in between, another sandbox's stdin under a busy judge, was shut under it
+    (EBADF). A socket it closes once, and so does asyncio's loop.
+    """
+
+    stdin: socket.socket
+    stdout: socket.socket
+    stderr: socket.socket | None
+
+    @classmethod
+    def open(cls, with_stderr: bool) -> tuple[_Channel, list[socket.socket]]:
+        """The host's ends, and the child's (to hand to Popen, then close)."""
+        stdin, child_stdin = socket.socketpair()
+        stdout, child_stdout = socket.socketpair()
+        stderr, child_stderr = socket.socketpair() if with_stderr else (None, None)
+        children = [child_stdin, child_stdout, *([child_stderr] if child_stderr is not None else [])]
+        return cls(stdin, stdout, stderr), children
+
+    def close(self) -> None:
+        for end in (self.stdin, self.stdout, self.stderr):
+            if end is not None:
+                end.close()
+
+
 class _Sandbox:
     """One supervisor process (under bubblewrap or not) serving the tests from ``start`` on.
 
-    The host process is a plain :class:`subprocess.Popen` whose pipes are read on the event loop:
+    The host process is a plain :class:`subprocess.Popen` whose channel is read on the event loop:
     its teardown (:meth:`release`) then needs no event loop, and its reaping none either.
     """
 
     def __init__(
         self,
         popen: subprocess.Popen[bytes],
+        channel: _Channel,
         cap: int,
         scratch: str | None,
         uid: uids.UidLease | None = None,
         group: cgroups.SandboxCgroup | None = None,
     ) -> None:
         self.popen = popen
+        self.channel = channel
         self.cap = cap
         self.scratch = scratch
         self.uid = uid
@@ -222,19 +254,18 @@ class _Sandbox:
     async def connect(self) -> None:
         """The host process's pipes, onto the running event loop."""
         loop = asyncio.get_running_loop()
-        popen = self.popen
+        channel = self.channel
         self.stdout = asyncio.StreamReader(limit=self.cap + _HEADER_SLACK)
         self.stderr = asyncio.StreamReader(limit=self.cap + _HEADER_SLACK)
-        for reader, pipe in ((self.stdout, popen.stdout), (self.stderr, popen.stderr)):
-            if pipe is not None:
+        for reader, end in ((self.stdout, channel.stdout), (self.stderr, channel.stderr)):
+            if end is not None:
                 protocol = asyncio.StreamReaderProtocol(reader)
-                transport, _ = await loop.connect_read_pipe(lambda p=protocol: p, pipe)  # type: ignore[misc]
+                transport, _ = await loop.connect_read_pipe(lambda p=protocol: p, end)  # type: ignore[misc]
                 self._transports.append(transport)
-        if popen.stderr is None:
+        if channel.stderr is None:
             self.stderr.feed_eof()
-        assert popen.stdin is not None
         writer_protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
-        writer, _ = await loop.connect_write_pipe(lambda: writer_protocol, popen.stdin)
+        writer, _ = await loop.connect_write_pipe(lambda: writer_protocol, channel.stdin)
         self._transports.append(writer)
         self.stdin = asyncio.StreamWriter(writer, writer_protocol, None, loop)
 
@@ -330,11 +361,10 @@ class _Sandbox:
                     transport.abort()  # what is still buffered for it is dropped, not flushed
                 else:
                     transport.close()
-        # at once, not when the loop gets to the transports' callbacks (it may never)
-        for pipe in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
+        # at once, not when the loop gets to the transports' callbacks (it may never); a socket a
+        # transport still holds (uvloop's) is closed by that transport, once
+        with contextlib.suppress(OSError):
+            self.channel.close()
 
     def release(self) -> concurrent.futures.Future[None]:
         """Kill the sandbox now and hand what it holds (its process to reap, pidfd, cgroup, uid
@@ -562,12 +592,13 @@ async def _launch(limits: SandboxLimits) -> _Sandbox:
     cap = limits.output_mb * 1024 * 1024
     env = {"PATH": os.defpath, "LANG": "C.UTF-8"}
     launch = _bwrap_launch(limits) if limits.isolation == "bwrap" else _unconfined_launch()
+    channel, child_ends = _Channel.open(with_stderr=limits.isolation == "bwrap")
     try:
         popen = subprocess.Popen(
             launch.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if limits.isolation == "bwrap" else subprocess.DEVNULL,
+            stdin=child_ends[0].fileno(),
+            stdout=child_ends[1].fileno(),
+            stderr=child_ends[2].fileno() if len(child_ends) > 2 else subprocess.DEVNULL,
             cwd=launch.cwd,
             env=env,
             pass_fds=launch.pass_fds,
@@ -575,11 +606,14 @@ async def _launch(limits: SandboxLimits) -> _Sandbox:
         )
     except BaseException:
         launch.abandon()
+        channel.close()
         raise
     finally:
         for fd in launch.pass_fds:
             os.close(fd)
-    sandbox = _Sandbox(popen, cap, launch.scratch, launch.uid, launch.group)
+        for end in child_ends:
+            end.close()
+    sandbox = _Sandbox(popen, channel, cap, launch.scratch, launch.uid, launch.group)
     try:
         await sandbox.connect()
         await _handshake(sandbox, launch)
