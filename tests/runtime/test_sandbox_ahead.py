@@ -53,6 +53,12 @@ def _waiting_supervisors() -> list[int]:
     return found
 
 
+def _descendants() -> list[str]:
+    """What this process has started, for a failure's message (each command line's start)."""
+    mine = [pid for pid in cmdlines() if pid != os.getpid() and descends_from_us(pid)]
+    return [f"{pid}: {cmdlines().get(pid, b'')[:80]!r}" for pid in mine]
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_behind() -> None:
     yield
@@ -61,17 +67,17 @@ def nothing_left_behind() -> None:
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none-unsafe"])
 async def test_the_next_sandbox_starts_while_the_current_sample_runs(isolation: str) -> None:
-    # the running sample sleeps 15 s: the window in which both supervisors exist (1.5 s, then
-    # 6 s, were too short on two busy cores, where preparing the next sandbox took longer)
+    # the running sample sleeps 15 s; a sandbox is launched (started and confined, before its
+    # supervisor's interpreter comes up) in well under a second. Counted by the launches, not by
+    # the supervisors' processes: a stress run saw no supervisor appear within 10 s
     limits = SandboxLimits(wall_s=40.0, cpu_s=10.0, memory_mb=512, isolation=isolation)
     slow = "```python\nimport time\ntime.sleep(15)\nprint(int(input()) * 2)\n```"
     async with prepared_ahead(limits, ahead=1, samples=3) as preparing:
         first = asyncio.create_task(score_async(slow, DOUBLE, limits=limits))
-        deadline = time.monotonic() + 30
-        # the running sample's supervisor, and the next sample's, waiting for its job
-        while len(_waiting_supervisors()) < 2 and time.monotonic() < deadline:
+        # the running sample's sandbox, and the next sample's, launched while the first still runs
+        while preparing.prepared < 2 and not first.done():
             await asyncio.sleep(0.05)
-        assert len(_waiting_supervisors()) == 2
+        assert preparing.prepared == 2 and not first.done(), _descendants()
         rest = [await score_async(HONEST, DOUBLE, limits=limits) for _ in range(2)]
         done = await first
     assert [r["score"] for r in (done, *rest)] == [1.0, 1.0, 1.0]
@@ -90,10 +96,14 @@ async def test_left_over_sandboxes_are_torn_down_before_the_batch_ends() -> None
 
 async def test_a_prepared_sandbox_that_died_is_never_handed_out() -> None:
     async with prepared_ahead(LIMITS, ahead=1, samples=2) as preparing:
-        deadline = time.monotonic() + 10
+        # its supervisor comes up within a second here; a stress run saw none within 10 s: 60 s is
+        # a hang guard, and a failure says what had started
+        deadline = time.monotonic() + 60
         while not _waiting_supervisors() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        (waiting,) = _waiting_supervisors()
+        found = _waiting_supervisors()
+        assert len(found) == 1, (preparing.prepared, _descendants())
+        (waiting,) = found
         os.kill(waiting, signal.SIGKILL)  # it dies while it waits (an OOM kill, an operator)
         await asyncio.sleep(0.2)
         result = await score_async(HONEST, DOUBLE, limits=LIMITS)
