@@ -8,10 +8,11 @@ sandbox that is already up and its start's latency is not added to the batch's w
 
 Nothing of a sample's is in a sandbox before it is taken, so nothing can pass between samples: a
 prepared sandbox is used once, by one sample, and killed with it like any other. One that died
-while it waited is given back and never handed out. Those left when the block ends (more were
-prepared than samples came) are given back and their teardown waited for before it ends, so a
-batch leaves nothing behind. A start that fails while preparing is dropped: the sample starts its
-own and meets the failure itself, with its reason.
+while it waited is given back and never handed out (one whose death is not yet visible when it is
+taken fails before it is ready, and the runner starts the sample its own). Those left when the
+block ends (more were prepared than samples came) are given back and their teardown waited for
+before it ends, so a batch leaves nothing behind. A start that fails while preparing is dropped:
+the sample starts its own and meets the failure itself, with its reason.
 """
 
 from __future__ import annotations

@@ -573,10 +573,12 @@ def _alive(sandbox: _Sandbox) -> bool:
     return sandbox.popen.poll() is None
 
 
-async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
-    """A sandbox for ``job``: one started ahead (:func:`prepared_ahead`), else one started now."""
-    preparing = ahead_module.current(limits)
+async def _start(job: dict[str, Any], limits: SandboxLimits, *, ahead: bool = True) -> tuple[_Sandbox, bool]:
+    """A sandbox for ``job``: one started ahead (:func:`prepared_ahead`), else one started now; and
+    whether it was started ahead."""
+    preparing = ahead_module.current(limits) if ahead else None
     sandbox = await preparing.take() if preparing is not None else None
+    prepared = sandbox is not None
     if sandbox is None:
         sandbox = await _launch(limits)
     try:
@@ -584,7 +586,7 @@ async def _start(job: dict[str, Any], limits: SandboxLimits) -> _Sandbox:
     except BaseException:
         _let_go(sandbox)
         raise
-    return sandbox
+    return sandbox, prepared
 
 
 async def _launch(limits: SandboxLimits) -> _Sandbox:
@@ -738,11 +740,9 @@ async def run_tests(
             entry_point=entry_point,
         )
         result.processes += 1
-        sandbox = await _start(job, limits)
-        try:
-            next_test = await _serve(sandbox, job, outcomes, check, decided, result, per_test_s, deadline)
-        finally:
-            _let_go(sandbox)
+        next_test = await _start_and_serve(
+            job, limits, outcomes, check, decided, result, per_test_s, deadline
+        )
         if deadline is not None and time.monotonic() >= deadline:
             break
         if next_test < n and outcomes[next_test] is None and not result.load_error:
@@ -759,6 +759,43 @@ async def run_tests(
     result.outcomes = [o if o is not None else TestOutcome("not_run") for o in outcomes]
     result.elapsed_s = time.monotonic() - started
     return result
+
+
+async def _start_and_serve(
+    job: dict[str, Any],
+    limits: SandboxLimits,
+    outcomes: list[TestOutcome | None],
+    check: Checker,
+    decided: Decided | None,
+    result: SandboxResult,
+    per_test_s: float,
+    deadline: float | None,
+) -> int:
+    """:func:`_serve` ``job`` on a sandbox; one prepared ahead that fails before it is ready is
+    replaced by one started now.
+
+    A prepared sandbox can die while it waits (an OOM kill, an operator) a moment before it is
+    taken: its outer bubblewrap has not yet seen its supervisor go, so the take's liveness check
+    passes. None of the program's code has run before ``ready``, so starting again runs nothing
+    twice, and the sample does not pay for a loss of the pool's.
+    """
+
+    async def served(sandbox: _Sandbox) -> int:
+        try:
+            return await _serve(sandbox, job, outcomes, check, decided, result, per_test_s, deadline)
+        finally:
+            _let_go(sandbox)
+
+    sandbox, prepared = await _start(job, limits)
+    if not prepared:
+        return await served(sandbox)
+    try:
+        return await served(sandbox)
+    except SandboxStartError:
+        pass  # the pool's loss, not the sample's: once more, on a sandbox of its own
+    result.processes += 1
+    sandbox, _ = await _start(job, limits, ahead=False)
+    return await served(sandbox)
 
 
 def _budget_spent(budget_s: float) -> str:
